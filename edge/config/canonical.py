@@ -1,0 +1,122 @@
+"""Canonical form and revision of a config.
+
+The canonical form is plain JSON data: every default spelled out, inherited values resolved,
+lists keyed by identity sorted by that identity. Two configs that mean the same thing have the
+same canonical form, so its sha256 (the ``revision``) ignores order, comments and defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from edge.config.schema import (
+    Adapter,
+    ControlPlane,
+    EdgeSection,
+    Model,
+    Node,
+    OpenAISection,
+    Provider,
+    QueueDefaults,
+)
+
+# The keys each adapter type carries; the others do not apply to it.
+ADAPTER_FIELDS: dict[str, tuple[str, ...]] = {
+    "echo": ("id", "type", "token_delay_ms"),
+    "openai_http": ("id", "type", "base_url", "api_key_env", "timeout_s", "health_interval_s"),
+}
+
+
+def adapter_canonical(adapter: Adapter) -> dict[str, Any]:
+    return {key: getattr(adapter, key) for key in ADAPTER_FIELDS[adapter.type]}
+
+
+def provider_canonical(provider: Provider) -> dict[str, Any]:
+    return {
+        "id": provider.id,
+        "adapter": provider.adapter,
+        "served_models": list(provider.served_models),
+        "enabled": provider.enabled,
+        "capacity": provider.capacity,
+        "long_context_slots": provider.long_context_slots,
+        "priority": provider.priority,
+        "max_queue": provider.max_queue,
+        "queue_timeout_s": provider.queue_timeout_s,
+    }
+
+
+def node_canonical(node: Node) -> dict[str, Any]:
+    """The node-specific config a Node receives on connect and on refresh."""
+    return {
+        "id": node.id,
+        "alias": node.alias,
+        "token_hash_sha256": node.token_hash_sha256,
+        "concurrency": node.concurrency,
+        "adapters": [adapter_canonical(a) for a in sorted(node.adapters, key=_by_id)],
+        "providers": [provider_canonical(p) for p in sorted(node.providers, key=_by_id)],
+    }
+
+
+def model_canonical(model: Model) -> dict[str, Any]:
+    return {
+        "id": model.id,
+        "providers": dict(sorted(model.providers.items())),
+        "generation": {
+            "default_max_tokens": model.generation.default_max_tokens,
+            "max_tokens_limit": model.generation.max_tokens_limit,
+        },
+    }
+
+
+def build_canonical(
+    version: int,
+    edge: EdgeSection,
+    control_plane: ControlPlane,
+    openai: OpenAISection,
+    queue: QueueDefaults,
+    nodes: tuple[Node, ...],
+    models: tuple[Model, ...],
+) -> dict[str, Any]:
+    tokens = sorted(openai.principal_tokens, key=lambda t: t.token_ref)
+    return {
+        "version": version,
+        "edge": {
+            "id": edge.id,
+            "listen": edge.listen,
+            "admin_listen": edge.admin_listen,
+            "bootstrap_path": edge.bootstrap_path,
+        },
+        "control_plane": {"url": control_plane.url},
+        "openai": {
+            "listen": openai.listen,
+            "long_context_threshold_tokens": openai.long_context_threshold_tokens,
+            "require_auth": openai.require_auth,
+            "principal_tokens": [
+                {
+                    "token_ref": t.token_ref,
+                    "token_hash_sha256": t.token_hash_sha256,
+                    "principal_ref": t.principal_ref,
+                    "alias": t.alias,
+                }
+                for t in tokens
+            ],
+        },
+        "queue": {"max_queue": queue.max_queue, "queue_timeout_s": queue.queue_timeout_s},
+        "nodes": [node_canonical(n) for n in sorted(nodes, key=_by_id)],
+        "models": [model_canonical(m) for m in sorted(models, key=_by_id)],
+    }
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def revision_of(canonical: Any) -> str:
+    digest = hashlib.sha256(canonical_json(canonical).encode()).hexdigest()
+    return f"sha256:{digest}"
+
+
+def _by_id(item: Any) -> str:
+    return item.id

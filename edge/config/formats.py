@@ -1,0 +1,81 @@
+"""Formats of identifiers, addresses and hashes in the config."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urlsplit
+
+ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+ID_EXPECTED = "1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit"
+MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
+MODEL_ID_EXPECTED = "1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '/', '@', '+', '-'"
+REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}")
+REF_EXPECTED = MODEL_ID_EXPECTED
+SERVED_NAME = re.compile(r"[^\s\x00-\x1f]{1,256}")
+SERVED_NAME_EXPECTED = "1-256 characters without spaces"
+LABEL = re.compile(r"[^\x00-\x1f]{1,64}")
+LABEL_EXPECTED = "1-64 printable characters"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+ENV_NAME_EXPECTED = "an environment variable name such as VLLM_API_KEY"
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+SHA256_EXPECTED = "64 lowercase hex characters (a sha256 digest)"
+
+ADAPTER_TYPE_ALIASES = {
+    "echo": "echo",
+    "openai_http": "openai_http",
+    "openai": "openai_http",
+    "openai_compatible": "openai_http",
+    "vllm": "openai_http",
+    "ollama": "openai_http",
+}
+
+
+def listen_problem(value: str) -> str | None:
+    """Why ``value`` is not a ``host:port`` address, or None when it is one."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host:
+        return f"must be host:port (got {value!r})"
+    if not re.fullmatch(r"[0-9]{1,5}", port) or not 1 <= int(port) <= 65535:
+        return f"port must be 1-65535 (got {value!r})"
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", host):
+            return f"host must be an IP address or a hostname (got {value!r})"
+    return None
+
+
+def listen_host(value: str) -> str:
+    host = value.rpartition(":")[0]
+    return host[1:-1] if host.startswith("[") else host
+
+
+def is_loopback(value: str) -> bool:
+    host = listen_host(value)
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def url_problem(value: str) -> str | None:
+    """Why ``value`` is not a usable http(s) base URL, or None."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return f"must be an http(s) URL (got {value!r})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"must be an http(s) URL (got {value!r})"
+    if parts.username or parts.password:
+        return "must not carry credentials; name an environment variable with api_key_env"
+    if parts.query or parts.fragment:
+        return f"must not have a query or fragment (got {value!r})"
+    return None
+
+
+def normalize_url(value: str) -> str:
+    return value.rstrip("/")

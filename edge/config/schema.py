@@ -1,0 +1,136 @@
+"""The validated, immutable Edge config (DESIGN §3).
+
+Objects here are only ever built by ``edge.config.load``; every value is already checked,
+defaulted and normalized. Inherited defaults are resolved: a provider always carries its
+effective ``max_queue`` and ``queue_timeout_s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSection:
+    id: str
+    listen: str
+    admin_listen: str
+    bootstrap_path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlane:
+    url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PrincipalToken:
+    token_ref: str
+    token_hash_sha256: str
+    principal_ref: str
+    alias: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAISection:
+    listen: str | None
+    long_context_threshold_tokens: int
+    require_auth: bool
+    principal_tokens: tuple[PrincipalToken, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDefaults:
+    max_queue: int
+    queue_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Adapter:
+    """An adapter on a Node. ``type`` is ``echo`` or ``openai_http`` after normalization."""
+
+    id: str
+    type: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 60.0
+    health_interval_s: float = 10.0
+    token_delay_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    id: str
+    adapter: str
+    served_models: tuple[str, ...]
+    enabled: bool
+    capacity: int
+    long_context_slots: int | None
+    priority: int
+    max_queue: int
+    queue_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    alias: str | None
+    token_hash_sha256: str
+    concurrency: int | None
+    adapters: tuple[Adapter, ...]
+    providers: tuple[Provider, ...]
+
+    def adapter(self, adapter_id: str) -> Adapter:
+        return next(a for a in self.adapters if a.id == adapter_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    default_max_tokens: int | None
+    max_tokens_limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """An OpenAI ``model`` key; ``providers`` maps provider id -> served model name."""
+
+    id: str
+    providers: Mapping[str, str]
+    generation: Generation
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeConfig:
+    version: int
+    edge: EdgeSection
+    control_plane: ControlPlane
+    openai: OpenAISection
+    queue: QueueDefaults
+    nodes: tuple[Node, ...]
+    models: tuple[Model, ...]
+    canonical: Mapping[str, Any] = field(compare=False, repr=False)
+    revision: str = field(compare=False)
+
+    def node(self, node_id: str) -> Node | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def providers(self) -> dict[str, tuple[Node, Provider]]:
+        """Provider id -> (its node, the provider)."""
+        return {p.id: (n, p) for n in self.nodes for p in n.providers}
+
+    def model(self, model_id: str) -> Model | None:
+        return next((m for m in self.models if m.id == model_id), None)
+
+    def summary(self) -> str:
+        providers = sum(len(n.providers) for n in self.nodes)
+        return (
+            f"{len(self.nodes)} nodes, {providers} providers, {len(self.models)} models, "
+            f"{len(self.openai.principal_tokens)} principal tokens"
+        )
+
+
+def frozen_mapping(items: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(sorted(items.items())))

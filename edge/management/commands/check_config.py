@@ -1,0 +1,28 @@
+"""`manage.py check_config PATH`: validate an Edge config file and print its revision."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from edge.config import ConfigError, load_config_file
+
+
+class Command(BaseCommand):
+    help = "Validate an Edge config: print its revision (exit 0) or every error (exit 1)."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("path", help="the YAML config file to check")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            config = load_config_file(options["path"])
+        except ConfigError as exc:
+            for issue in exc.issues:
+                self.stderr.write(str(issue))
+            sys.exit(1)
+        self.stdout.write(f"revision {config.revision}")
+        self.stdout.write(f"valid: {config.summary()}")

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from edge.admin_mixins import ConfigMirrorAdmin, ReadOnlyInline
+from providers.models import CatalogModel, Provider, Route
+
+
+@admin.register(Provider)
+class ProviderAdmin(ConfigMirrorAdmin):
+    list_display = (
+        "provider_id",
+        "node",
+        "adapter",
+        "enabled",
+        "capacity",
+        "long_context_slots",
+        "priority",
+        "max_queue",
+        "queue_timeout_s",
+    )
+    list_filter = ("enabled", "node", "priority")
+    list_select_related = ("node", "adapter")
+    search_fields = ("provider_id", "node__node_id", "served_models")
+
+
+class RouteInline(ReadOnlyInline):
+    model = Route
+    fields = ("provider", "served_model")
+    readonly_fields = fields
+
+
+@admin.register(CatalogModel)
+class CatalogModelAdmin(ConfigMirrorAdmin):
+    list_display = ("model_id", "default_max_tokens", "max_tokens_limit", "route_count")
+    search_fields = ("model_id", "routes__provider__provider_id")
+    inlines = [RouteInline]
+
+    @admin.display(description="routes")
+    def route_count(self, obj: CatalogModel) -> int:
+        return obj.routes.count()
+
+
+@admin.register(Route)
+class RouteAdmin(ConfigMirrorAdmin):
+    list_display = ("model", "provider", "served_model")
+    list_filter = ("model", "provider")
+    list_select_related = ("model", "provider")
+    search_fields = ("model__model_id", "provider__provider_id", "served_model")
