@@ -1,0 +1,213 @@
+"""Refresh classification: what changed between two canonical configs, and how it applies.
+
+An identity-keyed diff (DESIGN §6): lists of nodes, adapters, providers, models and principal
+tokens are matched by id, so reordering is no change, and every change is classified ``live`` or
+``restart`` from an explicit allow-list of live paths. Plain Python, so the refresh view, the admin
+review and the CLI share it and its tests need no Django.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from edge.config.canonical import canonical_json
+
+Op = Literal["added", "removed", "changed"]
+Apply = Literal["live", "restart"]
+
+# Lists whose items carry an identity, keyed by it. Patterns replace every identity with `*`.
+_KEYED_LISTS = {
+    "nodes": "id",
+    "nodes[*].adapters": "id",
+    "nodes[*].providers": "id",
+    "models": "id",
+    "openai.principal_tokens": "token_ref",
+}
+# A mapping whose keys are identities (provider id -> served name): its entries are items.
+_KEYED_MAPPINGS = frozenset({"models[*].providers"})
+# Sets of strings: compared sorted and reported whole, never element by element.
+_SET_LISTS = frozenset({"nodes[*].providers[*].served_models"})
+
+# Everything not allowed here needs a restart, so a path nobody thought of is safe by default.
+_LIVE_PATHS = frozenset(
+    {
+        "nodes[*].concurrency",
+        # Only ever reported under a node present on both sides: an added or removed node is
+        # one restart change that covers its providers.
+        "nodes[*].providers[*]",
+        "nodes[*].providers[*].enabled",
+        "nodes[*].providers[*].capacity",
+        "nodes[*].providers[*].priority",
+        "nodes[*].providers[*].max_queue",
+        "nodes[*].providers[*].queue_timeout_s",
+        "nodes[*].providers[*].long_context_slots",
+        "nodes[*].providers[*].served_models",
+        "models[*]",
+        "models[*].providers[*]",
+        "openai.long_context_threshold_tokens",
+    }
+)
+_LIVE_PREFIXES = ("queue.", "models[*].generation.")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One changed leaf, or one added/removed keyed item with its whole value."""
+
+    path: str
+    op: Op
+    old: Any
+    new: Any
+    apply: Apply
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "op": self.op,
+            "old": self.old,
+            "new": self.new,
+            "apply": self.apply,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """Every list sorted, ``[]`` when empty: the refresh result copies them as they are."""
+
+    changes: list[Change] = field(default_factory=list)
+    changed_nodes: list[str] = field(default_factory=list)
+    changed_providers: list[str] = field(default_factory=list)
+    changed_models: list[str] = field(default_factory=list)
+    restart_required_paths: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "changes": [change.to_dict() for change in self.changes],
+            "changed_nodes": list(self.changed_nodes),
+            "changed_providers": list(self.changed_providers),
+            "changed_models": list(self.changed_models),
+            "restart_required_paths": list(self.restart_required_paths),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _At:
+    """Where the walk is: the reported path, its identity-free pattern, the items it is inside."""
+
+    path: str = ""
+    pattern: str = ""
+    scope: tuple[tuple[str, str], ...] = ()  # (collection pattern, identity), outermost first
+
+    def attr(self, name: str) -> _At:
+        dot = "." if self.path else ""
+        return _At(f"{self.path}{dot}{name}", f"{self.pattern}{dot}{name}", self.scope)
+
+    def item(self, identity: str) -> _At:
+        scope = (*self.scope, (self.pattern, identity))
+        return _At(f"{self.path}[{identity}]", f"{self.pattern}[*]", scope)
+
+
+_Found = tuple[_At, Op, Any, Any]
+
+
+def classify(old: Mapping[str, Any], new: Mapping[str, Any]) -> Classification:
+    """Diff two canonical config forms by identity and classify each change live or restart."""
+    found: list[_Found] = []
+    _walk(_plain(old), _plain(new), _At(), found)
+    found.sort(key=lambda entry: entry[0].path)
+
+    changes = [Change(at.path, op, o, n, _apply_of(at.pattern)) for at, op, o, n in found]
+    touched: dict[str, set[str]] = {"nodes": set(), "nodes[*].providers": set(), "models": set()}
+    for at, op, o, n in found:
+        for collection, identity in at.scope:
+            touched.get(collection, set()).add(identity)
+        if at.pattern == "nodes[*]" and op != "changed":
+            # An added or removed node is one change; its providers changed all the same.
+            touched["nodes[*].providers"].update(p["id"] for p in (o or n).get("providers", []))
+    return Classification(
+        changes=changes,
+        changed_nodes=sorted(touched["nodes"]),
+        changed_providers=sorted(touched["nodes[*].providers"]),
+        changed_models=sorted(touched["models"]),
+        restart_required_paths=[c.path for c in changes if c.apply == "restart"],
+    )
+
+
+def node_configs_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Ids of the nodes present in both configs whose node-specific config differs."""
+    in_both = {n["id"] for n in old.get("nodes", [])} & {n["id"] for n in new.get("nodes", [])}
+    return [node for node in classify(old, new).changed_nodes if node in in_both]
+
+
+def format_change(change: Change) -> str:
+    """One terraform-plan-like line, e.g. ``~ nodes[a].providers[p].capacity: 4 → 8 (live)``."""
+    if change.op == "added":
+        sign = "+"
+    elif change.op == "removed":
+        sign = "-"
+    else:
+        sign = "!" if change.apply == "restart" else "~"
+    how = "live" if change.apply == "live" else "restart required"
+    if change.op == "changed":
+        return f"{sign} {change.path}: {_render(change.old)} → {_render(change.new)} ({how})"
+    return f"{sign} {change.path} ({how})"
+
+
+def format_summary(changes: Sequence[Change]) -> str:
+    if not changes:
+        return "No changes."
+    restart = sum(change.apply == "restart" for change in changes)
+    noun = "change" if len(changes) == 1 else "changes"
+    live = len(changes) - restart
+    return f"Plan: {len(changes)} {noun} ({live} live, {restart} restart required)."
+
+
+def _walk(old: Any, new: Any, at: _At, found: list[_Found]) -> None:
+    both_lists = isinstance(old, list) and isinstance(new, list)
+    if at.pattern in _SET_LISTS and both_lists:
+        if sorted(old) != sorted(new):
+            found.append((at, "changed", sorted(old), sorted(new)))
+    elif at.pattern in _KEYED_LISTS and both_lists:
+        key = _KEYED_LISTS[at.pattern]
+        _walk_entries({i[key]: i for i in old}, {i[key]: i for i in new}, at.item, found)
+    elif isinstance(old, dict) and isinstance(new, dict):
+        _walk_entries(old, new, at.item if at.pattern in _KEYED_MAPPINGS else at.attr, found)
+    elif canonical_json(old) != canonical_json(new):
+        # Compared as the revision sees them, so 1, 1.0 and true are three different values.
+        found.append((at, "changed", old, new))
+
+
+def _walk_entries(
+    old: dict[str, Any], new: dict[str, Any], child: Callable[[str], _At], found: list[_Found]
+) -> None:
+    for name in sorted(old.keys() | new.keys()):
+        if name not in new:
+            found.append((child(name), "removed", old[name], None))
+        elif name not in old:
+            found.append((child(name), "added", None, new[name]))
+        else:
+            _walk(old[name], new[name], child(name), found)
+
+
+def _apply_of(pattern: str) -> Apply:
+    if pattern in _LIVE_PATHS or pattern.startswith(_LIVE_PREFIXES):
+        return "live"
+    return "restart"
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready deep copy: changes never alias the running config's (maybe frozen) data."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
