@@ -18,6 +18,13 @@ _CREDENTIAL_KEY = re.compile(
     re.IGNORECASE,
 )
 
+# Characters `str.splitlines()` breaks on (and other controls), escaped in issue paths.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
 
 def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
@@ -34,7 +41,9 @@ class Fields:
         self.issues: list[ConfigIssue] = []
 
     def error(self, path: str, message: str) -> None:
-        self.issues.append(ConfigIssue(path, message))
+        # Paths echo keys and ids as written; escape control characters so that every issue
+        # stays on one line of the report.
+        self.issues.append(ConfigIssue(_CONTROL.sub(_escape, path), message))
 
     def mapping(
         self,
@@ -59,7 +68,7 @@ class Fields:
                 continue
             if key in known:
                 continue
-            key_path = join(path, key)
+            key_path = join(path, key or "''")  # an empty key still needs a visible path
             if other_known and key in other_known:
                 self.error(key_path, other_known[key])
             elif looks_like_credential_key(key) and value[key] not in (None, ""):

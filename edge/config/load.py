@@ -89,9 +89,9 @@ def build_config(data: Any) -> EdgeConfig:
     if version is not None and version != 1:
         fields.error("version", f"must be 1 (got {show_number(version)})")
     edge = _edge(fields, root.get("edge", {}))
-    control_plane = _control_plane(fields, root.get("control_plane") or {})
-    openai = _openai(fields, root.get("openai") or {})
-    queue = _queue(fields, root.get("queue") or {})
+    control_plane = _control_plane(fields, optional_section(root, "control_plane"))
+    openai = _openai(fields, optional_section(root, "openai"))
+    queue = _queue(fields, optional_section(root, "queue"))
     nodes = tuple(
         node
         for index, raw in enumerate(fields.sequence(root, "nodes", ""))
@@ -124,6 +124,12 @@ def build_config(data: Any) -> EdgeConfig:
         canonical=canonical,
         revision=revision_of(canonical),
     )
+
+
+def optional_section(data: dict, key: str) -> Any:
+    """An optional mapping: absent or null means all defaults; `[]`, `0` or `""` stay wrong."""
+    value = data.get(key)
+    return {} if value is None else value
 
 
 def item_path(base: str, raw: Any, index: int, key: str = "id") -> str:
@@ -392,7 +398,7 @@ def _model(fields: Fields, raw: Any, path: str) -> Model | None:
         if "providers" in data
         else None
     )
-    generation = _generation(fields, data.get("generation") or {}, join(path, "generation"))
+    generation = _generation(fields, optional_section(data, "generation"), join(path, "generation"))
     if model_id is None or routes is None or generation is None:
         return None
     return Model(model_id, frozen_mapping(routes), generation)

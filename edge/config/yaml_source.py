@@ -17,6 +17,9 @@ MAX_CONFIG_BYTES = 1024 * 1024
 MAX_ALIASES = 100
 # Nodes after alias expansion; a real config has a few thousand at most.
 MAX_EXPANDED_NODES = 200_000
+# What PyYAML's safe constructors raise on a malformed value behind an explicit standard tag or a
+# date-like scalar (`!!bool maybe`, `!!timestamp foo`, `2024-13-01`, an int over the digit limit).
+_VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -35,6 +38,17 @@ class _StrictLoader(yaml.SafeLoader):
                     _where(event.start_mark), f"more than {MAX_ALIASES} YAML aliases"
                 )
         return super().compose_node(parent, index)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except _VALUE_ERRORS:
+            kind = node.tag.rpartition(":")[2]
+            value = node.value if isinstance(node.value, str) else ""
+            shown = repr(value if len(value) <= 40 else value[:40] + "...")
+            raise ConfigError.single(
+                _where(node.start_mark), f"invalid YAML value: cannot read {shown} as {kind}"
+            ) from None
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
@@ -80,17 +94,22 @@ def parse_yaml(text: str | bytes) -> Any:
         # built inside the try.
         loader = _StrictLoader(source)
         data = loader.get_single_data()
+    except yaml.reader.ReaderError as exc:
+        line = source.count("\n", 0, exc.position) + 1
+        column = exc.position - (source.rfind("\n", 0, exc.position) + 1) + 1
+        raise ConfigError.single(
+            f"line {line}, column {column}",
+            f"invalid YAML: {exc.reason} (#x{exc.character:04x})",
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _where(mark) if mark else ""
         raise ConfigError.single(where, f"invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError.single("", f"invalid YAML: {exc}") from None
+        raise ConfigError.single("", f"invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise ConfigError.single("", "invalid YAML: nested too deeply") from None
-    except ValueError as exc:
-        # PyYAML builds dates and ints with the stdlib, which raises on `2024-13-01` or an
-        # integer over Python's digit limit.
+    except _VALUE_ERRORS as exc:
         raise ConfigError.single("", f"invalid YAML value: {exc}") from None
     finally:
         if loader is not None:
