@@ -103,6 +103,7 @@ def build_config(data: Any) -> EdgeConfig:
         if (model := _model(fields, raw, item_path("models", raw, index))) is not None
     )
     _check_unique_ids(fields, nodes, models, openai)
+    _check_listener_ports(fields, edge, openai)
     declared_providers = {
         ident
         for raw_node in _as_list(root.get("nodes"))
@@ -447,20 +448,54 @@ def _check_unique_ids(
     fields: Fields, nodes: tuple[Node, ...], models: tuple[Model, ...], openai: OpenAISection | None
 ) -> None:
     _check_duplicates(fields, "nodes", [n.id for n in nodes], "node id")
-    _check_duplicates(fields, "nodes", [n.alias for n in nodes if n.alias], "node alias")
-    providers = [p.id for n in nodes for p in n.providers]
-    _check_duplicates(fields, "providers", providers, "provider id (must be unique across nodes)")
     _check_duplicates(fields, "models", [m.id for m in models], "model id")
     tokens = openai.principal_tokens if openai else ()
     _check_duplicates(fields, "openai.principal_tokens", [t.token_ref for t in tokens], "token_ref")
-    hashes = [t.token_hash_sha256 for t in tokens] + [n.token_hash_sha256 for n in nodes]
-    for digest, count in Counter(hashes).items():
-        if count > 1:
-            fields.error(
-                "token_hash_sha256",
-                f"hash {digest[:12]}… is used {count} times; every node and principal token "
-                "needs its own token",
-            )
+    _report_reuse(
+        fields,
+        [(f"nodes[{n.id}].alias", n.alias) for n in nodes if n.alias],
+        "node alias '{value}' is already used at {first}",
+    )
+    _report_reuse(
+        fields,
+        [(f"nodes[{n.id}].providers[{p.id}]", p.id) for n in nodes for p in n.providers],
+        "provider id '{value}' is already used at {first}; provider ids are unique across nodes",
+    )
+    _report_reuse(
+        fields,
+        [
+            (f"openai.principal_tokens[{t.token_ref}].token_hash_sha256", t.token_hash_sha256)
+            for t in tokens
+        ]
+        + [(f"nodes[{n.id}].token_hash_sha256", n.token_hash_sha256) for n in nodes],
+        "this hash is already used at {first}; every node and principal token needs its own token",
+    )
+
+
+def _check_listener_ports(
+    fields: Fields, edge: EdgeSection | None, openai: OpenAISection | None
+) -> None:
+    """Listeners are told apart by port, so each needs its own."""
+    places = []
+    if edge is not None:
+        places += [("edge.listen", edge.listen), ("edge.admin_listen", edge.admin_listen)]
+    if openai is not None and openai.listen:
+        places.append(("openai.listen", openai.listen))
+    _report_reuse(
+        fields,
+        [(path, listen.rpartition(":")[2]) for path, listen in places],
+        "port {value} is already used by {first}; each listener needs its own port",
+    )
+
+
+def _report_reuse(fields: Fields, places: list[tuple[str, str]], message: str) -> None:
+    """Report every place whose value an earlier place already uses."""
+    first: dict[str, str] = {}
+    for path, value in places:
+        if value in first:
+            fields.error(path, message.format(value=value, first=first[value]))
+        else:
+            first[value] = path
 
 
 def _check_references(

@@ -237,8 +237,8 @@ def test_it_checks_id_formats(changes: dict[str, Any], path: str, fragment: str)
         ),
         pytest.param(
             {"nodes.0.alias": "gpu", "nodes.1": make_node("node-b", "p2", alias="gpu")},
-            "nodes[gpu]",
-            "duplicate node alias 'gpu' (2 times)",
+            "nodes[node-b].alias",
+            "node alias 'gpu' is already used at nodes[node-a].alias",
             id="node-alias",
         ),
         pytest.param(
@@ -249,8 +249,9 @@ def test_it_checks_id_formats(changes: dict[str, Any], path: str, fragment: str)
         ),
         pytest.param(
             {"nodes.1": make_node("node-b", "p1")},
-            "providers[p1]",
-            "duplicate provider id (must be unique across nodes) 'p1'",
+            "nodes[node-b].providers[p1]",
+            "provider id 'p1' is already used at nodes[node-a].providers[p1]; provider ids are "
+            "unique across nodes",
             id="provider-id-across-nodes",
         ),
         pytest.param(
@@ -262,8 +263,8 @@ def test_it_checks_id_formats(changes: dict[str, Any], path: str, fragment: str)
                     "capacity": 1,
                 }
             },
-            "providers[p1]",
-            "duplicate provider id",
+            "nodes[node-a].providers[p1]",
+            "provider id 'p1' is already used at nodes[node-a].providers[p1]",
             id="provider-id-same-node",
         ),
         pytest.param(
@@ -280,20 +281,21 @@ def test_it_checks_id_formats(changes: dict[str, Any], path: str, fragment: str)
         ),
         pytest.param(
             {"openai.principal_tokens.1": make_token("cli-2", seed="cli")},
-            "token_hash_sha256",
-            f"hash {make_hash('cli')[:12]}… is used 2 times",
+            "openai.principal_tokens[cli-2].token_hash_sha256",
+            "this hash is already used at openai.principal_tokens[cli].token_hash_sha256",
             id="principal-token-hash",
         ),
         pytest.param(
             {"nodes.0.token_hash_sha256": make_hash("cli")},
-            "token_hash_sha256",
-            "is used 2 times; every node and principal token needs its own token",
+            "nodes[node-a].token_hash_sha256",
+            "already used at openai.principal_tokens[cli].token_hash_sha256; every node and "
+            "principal token needs its own token",
             id="node-hash-equals-principal-hash",
         ),
         pytest.param(
             {"nodes.1": make_node("node-b", "p2", token_hash_sha256=make_hash("node-a"))},
-            "token_hash_sha256",
-            "is used 2 times",
+            "nodes[node-b].token_hash_sha256",
+            "this hash is already used at nodes[node-a].token_hash_sha256",
             id="node-hashes",
         ),
         pytest.param(
@@ -907,3 +909,18 @@ def test_it_reports_a_key_that_is_no_string_at_the_root_as_a_whole_document_prob
     issues = issues_of({**make_config_dict(), 1: "x"})
 
     assert issues == [ConfigIssue("", "keys must be strings (got 1)")]
+
+
+@pytest.mark.parametrize(
+    ("changes", "path"),
+    [
+        ({"edge.admin_listen": "127.0.0.1:8000"}, "edge.admin_listen"),
+        ({"openai.listen": "0.0.0.0:8000"}, "openai.listen"),
+    ],
+)
+def test_it_requires_a_port_per_listener(changes: dict[str, Any], path: str) -> None:
+    assert_issue(
+        make_config_with({"edge.listen": "127.0.0.1:8000", **changes}),
+        path,
+        "port 8000 is already used by edge.listen",
+    )
