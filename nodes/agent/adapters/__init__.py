@@ -1,0 +1,16 @@
+"""Adapters turn a run into a stream of events from one kind of backend."""
+
+from __future__ import annotations
+
+from nodes.agent.adapters.base import Adapter, AdapterError, AdapterEvent, Delta, Done
+from nodes.agent.adapters.echo import EchoAdapter
+from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
+from nodes.agent.spec import AdapterSpec
+
+__all__ = ["Adapter", "AdapterError", "AdapterEvent", "Delta", "Done", "build_adapter"]
+
+
+def build_adapter(spec: AdapterSpec) -> Adapter:
+    if spec.type == "echo":
+        return EchoAdapter(spec)
+    return OpenAIHTTPAdapter(spec)

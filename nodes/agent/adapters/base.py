@@ -1,0 +1,97 @@
+"""What every adapter speaks: the events it yields, its error, and shared token estimates."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nodes import wire
+
+# Characters per token for estimates: the usual rule of thumb for English text with BPE
+# tokenizers. Used for prompt counts the upstream does not report and for the echo adapter.
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One OpenAI ``chat.completion.chunk`` whose choices carry ``finish_reason: null``."""
+
+    chunk: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    usage: wire.Usage
+    finish_reason: str
+
+
+AdapterEvent = Delta | Done
+
+
+class AdapterError(Exception):
+    """A run failed; ``code`` is a ``wire.ERROR_*`` code, ``status`` the upstream HTTP status."""
+
+    def __init__(self, code: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class Adapter(Protocol):
+    id: str
+    # Seconds between health probes; None probes once (the answer cannot change).
+    probe_interval_s: float | None
+
+    def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[AdapterEvent]:
+        """Yield ``Delta``s then one ``Done``, or raise ``AdapterError``.
+
+        Cancelling the consuming task must release upstream resources (close the response).
+        """
+        ...
+
+    async def probe(self) -> tuple[bool, str]:
+        """(healthy, detail); never raises."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def message_text(content: Any) -> str:
+    """The text of a message ``content``: a string, or the text parts of a parts list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def estimate_prompt_tokens(messages: Any) -> int:
+    if not isinstance(messages, list):
+        return 0
+    chars = sum(len(message_text(m.get("content"))) for m in messages if isinstance(m, dict))
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def make_usage(prompt_tokens: int, completion_tokens: int) -> wire.Usage:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def requested_max_tokens(request: dict[str, Any]) -> int | None:
+    """``max_completion_tokens`` (current OpenAI name) or ``max_tokens``; None when unset."""
+    value = request.get("max_completion_tokens", request.get("max_tokens"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise AdapterError(wire.ERROR_BAD_REQUEST, "max_tokens must be a positive integer")
+    return value

@@ -1,0 +1,177 @@
+"""The Node agent's lifetime: connect, run a session, reconnect with backoff, drain on stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidHandshake, InvalidStatus
+
+from nodes import wire
+from nodes.agent.adapters import build_adapter
+from nodes.agent.registry import AdapterFactory
+from nodes.agent.session import NodeSession, SessionOutcome
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    edge_url: str
+    node_id: str
+    token: str = field(repr=False)
+    drain_timeout_s: float = 30.0
+    open_timeout_s: float = 10.0
+
+
+class Backoff:
+    """Exponential delays with jitter, so a fleet of Nodes does not reconnect in lockstep."""
+
+    def __init__(
+        self,
+        initial_s: float = 0.5,
+        cap_s: float = 30.0,
+        *,
+        factor: float = 2.0,
+        jitter: float = 0.2,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._initial_s = initial_s
+        self._cap_s = cap_s
+        self._factor = factor
+        self._jitter = jitter
+        self._rand = rand
+        self._attempt = 0
+
+    def next_delay(self) -> float:
+        base = min(self._cap_s, self._initial_s * self._factor**self._attempt)
+        self._attempt += 1
+        spread = 1 + self._jitter * (2 * self._rand() - 1)
+        return min(self._cap_s, base * spread)
+
+    def reset(self) -> None:
+        self._attempt = 0
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        backoff: Backoff | None = None,
+        adapter_factory: AdapterFactory = build_adapter,
+    ) -> None:
+        self._settings = settings
+        self._backoff = backoff or Backoff()
+        self._adapter_factory = adapter_factory
+        self._stop = asyncio.Event()
+        self._session: NodeSession | None = None
+        self._drain_task: asyncio.Task[None] | None = None
+        self._attempt: asyncio.Task[SessionOutcome] | None = None
+
+    async def run(self) -> None:
+        """Keep a session with the Edge until ``request_stop``; return once drained."""
+        while not self._stop.is_set():
+            self._attempt = asyncio.create_task(self._connect_once())
+            try:
+                outcome = await self._attempt
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # run() itself is being cancelled
+                break  # request_stop cut a handshake short
+            if self._stop.is_set():
+                break
+            # A superseded session means another agent holds this id: keep backing off so two
+            # agents do not evict each other in a tight loop.
+            if outcome.ready and outcome.close_code != wire.CLOSE_SUPERSEDED:
+                self._backoff.reset()
+            delay = self._backoff.next_delay()
+            logger.info("retrying in %.1f s", delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+        logger.info("stopped")
+
+    def request_stop(self) -> None:
+        """First call: drain and stop. A second call cuts the drain's grace period short."""
+        if self._stop.is_set():
+            if self._session is not None:
+                logger.warning("stop requested again: cutting running runs short")
+                self._session.hurry()
+            return
+        logger.info("stop requested")
+        self._stop.set()
+        if self._session is not None:
+            self._drain_task = asyncio.create_task(
+                self._session.drain(self._settings.drain_timeout_s)
+            )
+        elif self._attempt is not None:
+            # No session yet: nothing to drain, so do not wait out a slow handshake.
+            self._attempt.cancel()
+
+    async def _connect_once(self) -> SessionOutcome:
+        settings = self._settings
+        headers = {"Authorization": f"Bearer {settings.token}", "X-IOP-Node": settings.node_id}
+        logger.info("connecting to %s as node %s", settings.edge_url, settings.node_id)
+        try:
+            async with connect(
+                settings.edge_url,
+                additional_headers=headers,
+                open_timeout=settings.open_timeout_s,
+                max_size=wire.MAX_FRAME_BYTES,
+                # Frames are small JSON on a latency path; deflate costs more than it saves.
+                compression=None,
+            ) as websocket:
+                logger.info("connected to %s", settings.edge_url)
+                session = NodeSession(
+                    websocket, settings.node_id, adapter_factory=self._adapter_factory
+                )
+                self._session = session
+                try:
+                    outcome = await session.run()
+                finally:
+                    self._session = None
+                    if self._drain_task is not None:
+                        await self._drain_task
+        except InvalidStatus as exc:
+            logger.warning("refused by edge: HTTP %d at handshake", exc.response.status_code)
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            logger.warning(
+                "cannot reach edge at %s: %s", settings.edge_url, exc or type(exc).__name__
+            )
+        except Exception:
+            # A daemon outlives a bug in one session: log it loudly and reconnect.
+            logger.exception("session with edge failed")
+        else:
+            _log_close(outcome, settings.node_id)
+            return outcome
+        return SessionOutcome(ready=False, close_code=None, close_reason="")
+
+
+def _log_close(outcome: SessionOutcome, node_id: str) -> None:
+    code = outcome.close_code
+    meaning = wire.CLOSE_REASONS.get(code) if code is not None else None
+    # Our name for the code first, then the Edge's own words when they add something.
+    said = ": ".join(dict.fromkeys(part for part in (meaning, outcome.close_reason) if part))
+    described = f"close {code} ({said or 'no reason'})"
+    if code == wire.CLOSE_UNAUTHORIZED:
+        logger.warning(
+            "refused by edge: %s; check the token and that node %s is in the edge config",
+            described,
+            node_id,
+        )
+    elif code == wire.CLOSE_SUPERSEDED:
+        logger.warning(
+            "superseded by edge: %s; is another agent running as node %s?", described, node_id
+        )
+    elif code == wire.CLOSE_PROTOCOL_ERROR:
+        logger.error("edge ended the session for a protocol error: %s", described)
+    elif code is None:
+        logger.warning("connection to edge lost")
+    else:
+        logger.info("disconnected by edge: %s", described)

@@ -1,0 +1,286 @@
+"""One websocket session with the Edge: hello, config, then runs until the connection ends.
+
+Every run is its own task holding the registry it started on. The session never outlives its
+connection: when the connection ends, running work is cancelled (the Edge has already failed those
+runs) and every registry is closed. Reconnecting is ``NodeAgent``'s job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+
+from nodes import wire
+from nodes.agent.adapters import Adapter, AdapterError, Delta, build_adapter
+from nodes.agent.health import HealthMap, HealthMonitor
+from nodes.agent.registry import AdapterFactory, Registry, RegistrySlot, RouteError
+from nodes.agent.spec import NodeConfigError, parse_node_config
+
+logger = logging.getLogger(__name__)
+
+AGENT_VERSION = "0.1.0"
+CLOSE_GOING_AWAY = 1001
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOutcome:
+    ready: bool  # the Node acked a config during this session
+    close_code: int | None  # None when the connection never completed a closing handshake
+    close_reason: str
+
+
+class NodeSession:
+    def __init__(
+        self,
+        websocket: ClientConnection,
+        node_id: str,
+        *,
+        adapter_factory: AdapterFactory = build_adapter,
+    ) -> None:
+        self._ws = websocket
+        self._node_id = node_id
+        self._adapter_factory = adapter_factory
+        self._registries = RegistrySlot()
+        self._runs: dict[str, asyncio.Task[None]] = {}
+        self._health_task: asyncio.Task[None] | None = None
+        self._draining = False
+        self._hurry = asyncio.Event()
+        self.ready = asyncio.Event()
+
+    async def run(self) -> SessionOutcome:
+        try:
+            await self._send(wire.hello(self._node_id, AGENT_VERSION))
+            async for text in self._ws:
+                await self._handle(text)
+        except ConnectionClosed:
+            pass
+        finally:
+            await self._shutdown()
+        await self._ws.wait_closed()
+        close = self._ws.protocol.close_rcvd
+        return SessionOutcome(
+            ready=self.ready.is_set(),
+            close_code=close.code if close else None,
+            close_reason=close.reason if close else "",
+        )
+
+    async def drain(self, grace_s: float) -> None:
+        """Take no new runs, give running ones ``grace_s`` to finish, then close the connection."""
+        self._draining = True
+        self._stop_health()
+        registry = self._registries.current
+        try:
+            if registry is not None:
+                # Tell dispatch to look elsewhere while the last runs finish.
+                await self._send(
+                    wire.provider_health({pid: (False, "node draining") for pid in registry.routes})
+                )
+            await self._wait_for_runs(grace_s)
+            await self._cut_runs()
+        except ConnectionClosed:
+            return
+        await self._ws.close(CLOSE_GOING_AWAY, "node draining")
+
+    def hurry(self) -> None:
+        """End the drain grace period now."""
+        self._hurry.set()
+
+    # -- frames from the Edge --------------------------------------------------------------
+
+    async def _handle(self, text: str | bytes) -> None:
+        try:
+            frame = wire.decode(text, accept=wire.EDGE_TO_NODE)
+        except wire.FrameError as exc:
+            logger.warning("ignoring a bad frame from the edge: %s", exc.message)
+            await self._refuse_malformed_run(text, exc)
+            return
+        if frame["type"] == "run.request":
+            await self._start_run(frame)
+        elif frame["type"] == "run.cancel":
+            task = self._runs.get(frame["run_id"])
+            if task is not None:  # else it already ended: the cancel crossed its last event
+                task.cancel()
+        elif frame["type"] == "config":
+            await self._apply_config(frame["revision"], frame["node"], None)
+        elif frame["type"] == "config.refresh":
+            await self._apply_config(frame["revision"], frame["node"], frame["refresh_id"])
+        elif frame["type"] == "error":
+            logger.warning("edge refused a frame: %s: %s", frame["code"], frame["message"])
+        elif frame["type"] == "ping":
+            await self._send(wire.pong(frame.get("ts")))
+        # "pong" needs no answer; dead peers are found by the websocket's own keepalive.
+
+    async def _refuse_malformed_run(self, text: str | bytes, exc: wire.FrameError) -> None:
+        """A broken run.request that still names its run gets an error, not silence."""
+        try:
+            frame = json.loads(text)
+        except ValueError:
+            return
+        if (
+            isinstance(frame, dict)
+            and frame.get("type") == "run.request"
+            and isinstance(frame.get("run_id"), str)
+        ):
+            await self._send(wire.run_error(frame["run_id"], wire.ERROR_BAD_REQUEST, exc.message))
+
+    async def _apply_config(
+        self, revision: str, node: dict[str, Any], refresh_id: str | None
+    ) -> None:
+        try:
+            spec = parse_node_config(node, node_id=self._node_id)
+            registry = Registry.build(spec, revision, adapter_factory=self._adapter_factory)
+        except Exception as exc:
+            # Whatever went wrong, the Edge gets the reason and the current registry stays.
+            reason = (
+                str(exc) if isinstance(exc, NodeConfigError) else f"cannot build adapters: {exc}"
+            )
+            logger.error("config %s rejected: %s", revision, reason)
+            await self._send(wire.config_ack(revision, refresh_id=refresh_id, error=reason))
+            return
+        # New runs take the new registry from here on; the old one closes once drained.
+        self._registries.swap(registry)
+        await self._send(wire.config_ack(revision, refresh_id=refresh_id))
+        if not self._draining:
+            self._start_health(registry)
+        providers = ", ".join(sorted(registry.routes)) or "none"
+        if not self.ready.is_set():
+            logger.info("ready: config %s, providers: %s", revision, providers)
+            self.ready.set()
+        else:
+            logger.info(
+                "applied config %s (refresh %s), providers: %s", revision, refresh_id, providers
+            )
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def _start_run(self, frame: wire.RunRequest) -> None:
+        run_id = frame["run_id"]
+        if self._draining:
+            await self._send(wire.run_error(run_id, wire.ERROR_NODE_DRAINING, "node is draining"))
+            return
+        registry = self._registries.current
+        if registry is None:
+            await self._send(
+                wire.run_error(run_id, wire.ERROR_NODE_NOT_READY, "node has no applied config")
+            )
+            return
+        if run_id in self._runs:
+            await self._send(
+                wire.run_error(run_id, wire.ERROR_BAD_REQUEST, f"run {run_id!r} is already running")
+            )
+            return
+        try:
+            adapter = registry.resolve(frame["provider_id"], frame["adapter_id"], frame["target"])
+        except RouteError as exc:
+            await self._send(wire.run_error(run_id, wire.ERROR_BAD_REQUEST, str(exc)))
+            return
+        registry.begin_run()
+        self._runs[run_id] = asyncio.create_task(
+            self._serve_run(frame, registry, adapter), name=f"run {run_id}"
+        )
+
+    async def _serve_run(
+        self, frame: wire.RunRequest, registry: Registry, adapter: Adapter
+    ) -> None:
+        run_id = frame["run_id"]
+        # The deadline is wall-clock (it crossed machines); the timeout runs on the loop clock.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (frame["deadline"] - time.time())
+        try:
+            try:
+                async with (
+                    asyncio.timeout_at(deadline),
+                    contextlib.aclosing(
+                        adapter.stream(frame["request"], frame["target"])
+                    ) as events,
+                ):
+                    async for event in events:
+                        if isinstance(event, Delta):
+                            await self._send(wire.run_delta(run_id, event.chunk))
+                        else:
+                            await self._send(
+                                wire.run_done(run_id, event.usage, event.finish_reason)
+                            )
+                return
+            except AdapterError as exc:
+                error = wire.run_error(run_id, exc.code, exc.message, exc.status)
+            except TimeoutError:
+                error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
+            except ConnectionClosed:
+                return  # the Edge already failed this run when the session dropped
+            except Exception as exc:
+                logger.exception("run %s failed in adapter %s", run_id, adapter.id)
+                error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
+            with contextlib.suppress(ConnectionClosed):
+                await self._send(error)
+        finally:
+            self._runs.pop(run_id, None)
+            registry.end_run()
+
+    async def _wait_for_runs(self, grace_s: float) -> None:
+        if not self._runs:
+            return
+        logger.info("draining: waiting up to %.0f s for %d run(s)", grace_s, len(self._runs))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        hurry = asyncio.create_task(self._hurry.wait())
+        try:
+            while self._runs and not self._hurry.is_set() and loop.time() < deadline:
+                await asyncio.wait(
+                    {hurry, *self._runs.values()},
+                    timeout=deadline - loop.time(),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+        finally:
+            hurry.cancel()
+
+    async def _cut_runs(self) -> None:
+        """Cancel the runs still going after the grace period and tell the Edge why."""
+        if not self._runs:
+            return
+        cut = dict(self._runs)
+        logger.warning("drain grace over: cutting %d run(s) short", len(cut))
+        for task in cut.values():
+            task.cancel()
+        await asyncio.gather(*cut.values(), return_exceptions=True)
+        for run_id in cut:
+            await self._send(
+                wire.run_error(run_id, wire.ERROR_NODE_DRAINING, "run cut short: node shut down")
+            )
+
+    # -- health and teardown ---------------------------------------------------------------
+
+    def _start_health(self, registry: Registry) -> None:
+        self._stop_health()
+        monitor = HealthMonitor(registry, self._report_health)
+        self._health_task = asyncio.create_task(monitor.run(), name="health")
+
+    def _stop_health(self) -> None:
+        if self._health_task is not None:
+            self._health_task.cancel()
+            self._health_task = None
+
+    async def _report_health(self, health: HealthMap) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await self._send(wire.provider_health(health))
+
+    async def _shutdown(self) -> None:
+        tasks = list(self._runs.values())
+        if self._health_task is not None:
+            tasks.append(self._health_task)
+            self._health_task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._registries.aclose()
+
+    async def _send(self, frame: wire.Frame) -> None:
+        await self._ws.send(wire.encode(frame))

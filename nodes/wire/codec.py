@@ -1,0 +1,217 @@
+"""Encoding and checking wire frames.
+
+This is on the hot path (every streamed token crosses it twice), so the checks are hand-written
+dict lookups, not a validation library. A decoded frame is the parsed dict itself. Unknown extra
+keys are ignored, so either side can add optional fields later.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, cast
+
+from nodes.wire.frames import FRAME_TYPES, MAX_FRAME_BYTES, PROTOCOL_VERSION, Frame
+
+
+class FrameError(Exception):
+    """A frame that cannot be used. ``code`` is machine-readable; ``field`` names the culprit."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def encode(frame: Frame) -> str:
+    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+
+
+_Check = Callable[[Any], bool]
+
+
+def _is_str(value: Any) -> bool:
+    return type(value) is str
+
+
+def _is_id(value: Any) -> bool:
+    return type(value) is str and value != ""
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # bool is an int subclass; a JSON true is not a count
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is float or type(value) is int
+
+
+def _is_bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+def _is_object(value: Any) -> bool:
+    return type(value) is dict
+
+
+def _or_null(check: _Check) -> _Check:
+    return lambda value: value is None or check(value)
+
+
+_is_int_or_null = _or_null(_is_int)
+
+_KIND = {
+    _is_str: "a string",
+    _is_id: "a non-empty string",
+    _is_int: "an integer",
+    _is_number: "a number",
+    _is_bool: "a boolean",
+    _is_object: "an object",
+}
+
+# type -> (field, check, what it must be, required)
+_Field = tuple[str, _Check, str, bool]
+
+
+def _field(name: str, check: _Check, *, required: bool = True, nullable: bool = False) -> _Field:
+    kind = _KIND[check]
+    if nullable:
+        return (name, _or_null(check), f"{kind} or null", required)
+    return (name, check, kind, required)
+
+
+_SCHEMA: dict[str, tuple[_Field, ...]] = {
+    "hello": (
+        _field("protocol", _is_int),
+        _field("node_id", _is_id),
+        _field("agent_version", _is_str),
+    ),
+    "config": (_field("revision", _is_id), _field("node", _is_object)),
+    "config.refresh": (
+        _field("refresh_id", _is_id),
+        _field("revision", _is_id),
+        _field("node", _is_object),
+    ),
+    "config.ack": (
+        _field("revision", _is_str),
+        _field("refresh_id", _is_str, required=False, nullable=True),
+        _field("status", _is_str),
+        _field("error", _is_str, required=False, nullable=True),
+    ),
+    "provider.health": (_field("providers", _is_object),),
+    "run.request": (
+        _field("run_id", _is_id),
+        _field("provider_id", _is_id),
+        _field("adapter_id", _is_id),
+        _field("target", _is_id),
+        _field("request", _is_object),
+        _field("deadline", _is_number),
+    ),
+    "run.event": (
+        _field("run_id", _is_id),
+        _field("event", _is_str),
+        _field("data", _is_object),
+    ),
+    "run.cancel": (_field("run_id", _is_id),),
+    "error": (_field("code", _is_id), _field("message", _is_str)),
+    "ping": (_field("ts", _is_number, required=False, nullable=True),),
+    "pong": (_field("ts", _is_number, required=False, nullable=True),),
+}
+
+_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def decode(
+    text: str | bytes,
+    *,
+    max_bytes: int = MAX_FRAME_BYTES,
+    accept: frozenset[str] = FRAME_TYPES,
+) -> Frame:
+    """Parse and check one frame; raise ``FrameError`` naming what is wrong.
+
+    ``accept`` limits the frame types this side takes (``EDGE_TO_NODE`` on the Node,
+    ``NODE_TO_EDGE`` on the Edge); anything else is ``unexpected_type``.
+    """
+    if not isinstance(text, str):
+        raise FrameError("not_text", "frames must be JSON text frames, got a binary frame")
+    # A character is at most 4 UTF-8 bytes: only encode when the cheap bound is inconclusive.
+    if len(text) > max_bytes or (len(text) * 4 > max_bytes and len(text.encode()) > max_bytes):
+        raise FrameError("too_large", f"frame exceeds {max_bytes} bytes")
+    try:
+        frame = json.loads(text)
+    except ValueError as exc:
+        raise FrameError("not_json", f"frame is not valid JSON: {exc}") from None
+    if type(frame) is not dict:
+        raise FrameError("not_object", "frame must be a JSON object")
+    frame_type = frame.get("type")
+    if frame_type is None:
+        raise FrameError("missing_field", "frame has no 'type'", "type")
+    if type(frame_type) is not str or frame_type not in _SCHEMA:
+        raise FrameError("unknown_type", f"unknown frame type {frame_type!r}", "type")
+    if frame_type not in accept:
+        raise FrameError(
+            "unexpected_type", f"frame type {frame_type!r} is not accepted here", "type"
+        )
+    for name, check, kind, required in _SCHEMA[frame_type]:
+        if name not in frame:
+            if required:
+                raise FrameError("missing_field", f"{frame_type}: missing field '{name}'", name)
+            continue
+        if not check(frame[name]):
+            raise _bad(frame_type, name, kind)
+    _check_nested(frame_type, frame)
+    return cast("Frame", frame)
+
+
+def _bad(frame_type: str, field: str, kind: str) -> FrameError:
+    return FrameError("bad_field", f"{frame_type}: field '{field}' must be {kind}", field)
+
+
+def _check_nested(frame_type: str, frame: dict[str, Any]) -> None:
+    if frame_type == "run.event":
+        _check_run_event(frame["event"], frame["data"])
+    elif frame_type == "hello":
+        if frame["protocol"] != PROTOCOL_VERSION:
+            raise FrameError(
+                "unsupported_protocol",
+                f"hello: protocol {frame['protocol']} is not supported (speaks {PROTOCOL_VERSION})",
+                "protocol",
+            )
+    elif frame_type == "config.ack":
+        if frame["status"] not in ("applied", "rejected"):
+            raise _bad("config.ack", "status", "'applied' or 'rejected'")
+        if frame["status"] == "rejected" and not frame.get("error"):
+            raise _bad("config.ack", "error", "a reason when status is 'rejected'")
+    elif frame_type == "provider.health":
+        for pid, entry in frame["providers"].items():
+            if type(entry) is not dict:
+                raise _bad(frame_type, f"providers.{pid}", "an object")
+            if not _is_bool(entry.get("healthy")):
+                raise _bad(frame_type, f"providers.{pid}.healthy", "a boolean")
+            if not _is_str(entry.get("detail")):
+                raise _bad(frame_type, f"providers.{pid}.detail", "a string")
+
+
+def _check_run_event(event: str, data: dict[str, Any]) -> None:
+    if event == "delta":
+        return  # an OpenAI chat.completion.chunk, relayed as is
+    if event == "done":
+        usage = data.get("usage")
+        if type(usage) is not dict:
+            raise _bad("run.event", "data.usage", "an object")
+        for name in _USAGE_FIELDS:
+            if not _is_int(usage.get(name)):
+                raise _bad("run.event", f"data.usage.{name}", "an integer")
+        if not _is_str(data.get("finish_reason")):
+            raise _bad("run.event", "data.finish_reason", "a string")
+        return
+    if event == "error":
+        if not _is_id(data.get("code")):
+            raise _bad("run.event", "data.code", "a non-empty string")
+        if not _is_str(data.get("message")):
+            raise _bad("run.event", "data.message", "a string")
+        if not _is_int_or_null(data.get("status")):
+            raise _bad("run.event", "data.status", "an integer or null")
+        return
+    raise _bad("run.event", "event", "'delta', 'done' or 'error'")

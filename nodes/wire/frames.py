@@ -1,0 +1,237 @@
+"""Wire frame shapes (DESIGN §5): constants, one ``TypedDict`` per frame type, and builders.
+
+Frames are plain dicts: building one is a dict literal and encoding it is one ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired, TypedDict
+
+PROTOCOL_VERSION = 1
+MAX_FRAME_BYTES = 1024 * 1024
+
+# Websocket close codes (private range 4000-4999, mirroring HTTP statuses).
+CLOSE_PROTOCOL_ERROR = 4400
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_SUPERSEDED = 4409
+CLOSE_REASONS: Mapping[int, str] = {
+    CLOSE_PROTOCOL_ERROR: "protocol error",
+    CLOSE_UNAUTHORIZED: "unauthorized",
+    CLOSE_SUPERSEDED: "superseded by a newer session",
+}
+
+# ``run.event`` error codes the Node sends; upstream failures carry ``status`` when known.
+ERROR_BAD_REQUEST = "bad_request"
+ERROR_NODE_DRAINING = "node_draining"
+ERROR_NODE_NOT_READY = "node_not_ready"
+ERROR_DEADLINE_EXCEEDED = "deadline_exceeded"
+ERROR_UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+ERROR_UPSTREAM_TIMEOUT = "upstream_timeout"
+ERROR_UPSTREAM = "upstream_error"
+ERROR_INTERNAL = "internal_error"
+
+
+class Hello(TypedDict):
+    type: Literal["hello"]
+    protocol: int
+    node_id: str
+    agent_version: str
+
+
+class Config(TypedDict):
+    type: Literal["config"]
+    revision: str
+    node: dict[str, Any]
+
+
+class ConfigRefresh(TypedDict):
+    type: Literal["config.refresh"]
+    refresh_id: str
+    revision: str
+    node: dict[str, Any]
+
+
+class ConfigAck(TypedDict):
+    type: Literal["config.ack"]
+    revision: str
+    refresh_id: str | None
+    status: Literal["applied", "rejected"]
+    error: str | None
+
+
+class ProviderHealthEntry(TypedDict):
+    healthy: bool
+    detail: str
+
+
+class ProviderHealth(TypedDict):
+    type: Literal["provider.health"]
+    providers: dict[str, ProviderHealthEntry]
+
+
+class RunRequest(TypedDict):
+    type: Literal["run.request"]
+    run_id: str
+    provider_id: str
+    adapter_id: str
+    target: str
+    request: dict[str, Any]
+    deadline: float
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class DoneData(TypedDict):
+    usage: Usage
+    finish_reason: str
+
+
+class ErrorData(TypedDict):
+    code: str
+    message: str
+    status: NotRequired[int | None]
+
+
+class RunEvent(TypedDict):
+    type: Literal["run.event"]
+    run_id: str
+    event: Literal["delta", "done", "error"]
+    data: Mapping[str, Any]  # delta: a chat.completion.chunk; done: DoneData; error: ErrorData
+
+
+class RunCancel(TypedDict):
+    type: Literal["run.cancel"]
+    run_id: str
+
+
+class Error(TypedDict):
+    """Edge -> Node: why the Edge refused a frame (diagnostics; not in the DESIGN §5 table)."""
+
+    type: Literal["error"]
+    code: str
+    message: str
+
+
+class Ping(TypedDict):
+    type: Literal["ping"]
+    ts: NotRequired[float | None]
+
+
+class Pong(TypedDict):
+    type: Literal["pong"]
+    ts: NotRequired[float | None]
+
+
+Frame = (
+    Hello
+    | Config
+    | ConfigRefresh
+    | ConfigAck
+    | ProviderHealth
+    | RunRequest
+    | RunEvent
+    | RunCancel
+    | Error
+    | Ping
+    | Pong
+)
+
+NODE_TO_EDGE = frozenset({"hello", "config.ack", "provider.health", "run.event", "ping", "pong"})
+EDGE_TO_NODE = frozenset(
+    {"config", "config.refresh", "run.request", "run.cancel", "error", "ping", "pong"}
+)
+FRAME_TYPES = NODE_TO_EDGE | EDGE_TO_NODE
+
+
+def hello(node_id: str, agent_version: str) -> Hello:
+    return {
+        "type": "hello",
+        "protocol": PROTOCOL_VERSION,
+        "node_id": node_id,
+        "agent_version": agent_version,
+    }
+
+
+def config(revision: str, node: dict[str, Any]) -> Config:
+    return {"type": "config", "revision": revision, "node": node}
+
+
+def config_refresh(refresh_id: str, revision: str, node: dict[str, Any]) -> ConfigRefresh:
+    return {"type": "config.refresh", "refresh_id": refresh_id, "revision": revision, "node": node}
+
+
+def config_ack(
+    revision: str, *, refresh_id: str | None = None, error: str | None = None
+) -> ConfigAck:
+    """An ack: ``applied`` without ``error``, ``rejected`` with it."""
+    return {
+        "type": "config.ack",
+        "revision": revision,
+        "refresh_id": refresh_id,
+        "status": "applied" if error is None else "rejected",
+        "error": error,
+    }
+
+
+def provider_health(providers: Mapping[str, tuple[bool, str]]) -> ProviderHealth:
+    return {
+        "type": "provider.health",
+        "providers": {
+            pid: {"healthy": healthy, "detail": detail}
+            for pid, (healthy, detail) in providers.items()
+        },
+    }
+
+
+def run_request(
+    run_id: str,
+    provider_id: str,
+    adapter_id: str,
+    target: str,
+    request: dict[str, Any],
+    deadline: float,
+) -> RunRequest:
+    return {
+        "type": "run.request",
+        "run_id": run_id,
+        "provider_id": provider_id,
+        "adapter_id": adapter_id,
+        "target": target,
+        "request": request,
+        "deadline": deadline,
+    }
+
+
+def run_delta(run_id: str, chunk: dict[str, Any]) -> RunEvent:
+    return {"type": "run.event", "run_id": run_id, "event": "delta", "data": chunk}
+
+
+def run_done(run_id: str, usage: Usage, finish_reason: str) -> RunEvent:
+    data: DoneData = {"usage": usage, "finish_reason": finish_reason}
+    return {"type": "run.event", "run_id": run_id, "event": "done", "data": data}
+
+
+def run_error(run_id: str, code: str, message: str, status: int | None = None) -> RunEvent:
+    data: ErrorData = {"code": code, "message": message, "status": status}
+    return {"type": "run.event", "run_id": run_id, "event": "error", "data": data}
+
+
+def run_cancel(run_id: str) -> RunCancel:
+    return {"type": "run.cancel", "run_id": run_id}
+
+
+def error(code: str, message: str) -> Error:
+    return {"type": "error", "code": code, "message": message}
+
+
+def ping(ts: float | None = None) -> Ping:
+    return {"type": "ping", "ts": ts}
+
+
+def pong(ts: float | None = None) -> Pong:
+    return {"type": "pong", "ts": ts}

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from nodes.agent.health import HealthMap, HealthMonitor
+from nodes.agent.registry import Registry, Route
+
+
+class ScriptedAdapter:
+    """Answers probes from a script; the last answer repeats."""
+
+    def __init__(self, adapter_id: str, answers: list[Any], interval_s: float | None) -> None:
+        self.id = adapter_id
+        self.probe_interval_s = interval_s
+        self._answers = answers
+
+    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[Any]:
+        yield  # not used here
+
+    async def probe(self) -> tuple[bool, str]:
+        answer = self._answers.pop(0) if len(self._answers) > 1 else self._answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def aclose(self) -> None:
+        return None
+
+
+def registry_of(*adapters: ScriptedAdapter, providers: dict[str, str]) -> Registry:
+    by_id = {a.id: a for a in adapters}
+    routes = {pid: Route(pid, by_id[aid], frozenset({"m"})) for pid, aid in providers.items()}
+    return Registry("r1", by_id, routes)
+
+
+async def reports_of(registry: Registry, count: int) -> list[HealthMap]:
+    reports: asyncio.Queue[HealthMap] = asyncio.Queue()
+
+    async def report(health: HealthMap) -> None:
+        reports.put_nowait(health)
+
+    task = asyncio.create_task(HealthMonitor(registry, report).run())
+    try:
+        async with asyncio.timeout(5):
+            return [await reports.get() for _ in range(count)]
+    finally:
+        task.cancel()
+
+
+async def test_it_reports_every_provider_once_probed() -> None:
+    registry = registry_of(
+        ScriptedAdapter("echo", [(True, "echo")], None),
+        ScriptedAdapter("vllm", [(False, "GET /models: HTTP 503")], 60),
+        providers={"p1": "echo", "p2": "vllm", "p3": "vllm"},
+    )
+    [first] = await reports_of(registry, 1)
+    assert first == {
+        "p1": (True, "echo"),
+        "p2": (False, "GET /models: HTTP 503"),
+        "p3": (False, "GET /models: HTTP 503"),
+    }
+
+
+async def test_it_reports_again_only_when_a_probe_result_changes() -> None:
+    ok, down = (True, "GET /models: HTTP 200"), (False, "GET /models: HTTP 500")
+    registry = registry_of(
+        ScriptedAdapter("vllm", [ok, ok, ok, down, down, ok], 0.001), providers={"p": "vllm"}
+    )
+    reports = await reports_of(registry, 3)
+    assert reports == [{"p": ok}, {"p": down}, {"p": ok}]
+
+
+async def test_a_failing_probe_means_unhealthy() -> None:
+    registry = registry_of(
+        ScriptedAdapter("vllm", [RuntimeError("boom")], None), providers={"p": "vllm"}
+    )
+    [report] = await reports_of(registry, 1)
+    assert report == {"p": (False, "probe failed: boom")}

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from nodes.agent.spec import AdapterSpec, NodeConfigError, ProviderSpec, parse_node_config
+
+VLLM = {
+    "id": "vllm",
+    "type": "openai_http",
+    "base_url": "http://127.0.0.1:9000/v1/",
+    "api_key_env": "VLLM_API_KEY",
+    "timeout_s": 20.0,
+    "health_interval_s": 5.0,
+}
+
+
+def payload(fakes: Any) -> dict[str, Any]:
+    node = fakes.make_node(providers=(("p-echo", "echo", ("echo-small",)),))
+    node["adapters"].append(dict(VLLM))
+    node["providers"].append({"id": "p-vllm", "adapter": "vllm", "served_models": ["llama"]})
+    return node
+
+
+def test_it_reads_the_edges_canonical_node_payload(fakes: Any) -> None:
+    spec = parse_node_config(payload(fakes), node_id="node-a")
+    assert spec.id == "node-a"
+    assert AdapterSpec(id="echo", type="echo") in spec.adapters
+    assert (
+        AdapterSpec(
+            id="vllm",
+            type="openai_http",
+            base_url="http://127.0.0.1:9000/v1",
+            api_key_env="VLLM_API_KEY",
+            timeout_s=20.0,
+            health_interval_s=5.0,
+        )
+        in spec.adapters
+    )
+    assert ProviderSpec("p-vllm", "vllm", frozenset({"llama"})) in spec.providers
+
+
+@pytest.mark.parametrize("alias", ["openai", "openai_compatible", "vllm", "ollama"])
+def test_it_normalizes_adapter_type_aliases(fakes: Any, alias: str) -> None:
+    node = payload(fakes)
+    node["adapters"][1]["type"] = alias
+    spec = parse_node_config(node, node_id="node-a")
+    assert {a.type for a in spec.adapters} == {"echo", "openai_http"}
+
+
+def _break(path: tuple[Any, ...], value: Any) -> Any:
+    def apply(node: dict[str, Any]) -> dict[str, Any]:
+        target: Any = node
+        for key in path[:-1]:
+            target = target[key]
+        if value is KeyError:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = value
+        return node
+
+    return apply
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (_break(("id",), "node-b"), "node.id: is 'node-b', but this agent is node 'node-a'"),
+        (_break(("adapters",), None), "node.adapters: must be a list"),
+        (_break(("adapters", 1, "type"), "grpc"), "node.adapters[vllm].type: 'grpc' is not one of"),
+        (_break(("adapters", 1, "base_url"), "ftp://x"), "node.adapters[vllm].base_url: must be"),
+        (_break(("adapters", 1, "base_url"), KeyError), "node.adapters[vllm].base_url"),
+        (_break(("adapters", 1, "base_url"), "http://"), "node.adapters[vllm].base_url"),
+        (_break(("adapters", 1, "base_url"), "http://[::1/v1"), "node.adapters[vllm].base_url"),
+        (_break(("adapters", 1, "base_url"), "http://a b/v1"), "node.adapters[vllm].base_url"),
+        (_break(("adapters", 1, "api_key_env"), "sk-123 raw"), "node.adapters[vllm].api_key_env"),
+        (_break(("adapters", 1, "timeout_s"), 0), "node.adapters[vllm].timeout_s: must be > 0"),
+        (_break(("adapters", 1, "health_interval_s"), "5"), "health_interval_s: must be a number"),
+        (_break(("adapters", 0, "token_delay_ms"), -1), "node.adapters[echo].token_delay_ms"),
+        (_break(("adapters", 1, "id"), "echo"), "node.adapters[echo]: duplicate id"),
+        (_break(("adapters", 1, "id"), ""), "node.adapters[1].id: must be a non-empty string"),
+        (
+            _break(("providers", 1, "adapter"), "tgi"),
+            "node.providers[p-vllm].adapter: 'tgi' is not",
+        ),
+        (_break(("providers", 1, "served_models"), []), "node.providers[p-vllm].served_models"),
+        (_break(("providers", 1, "id"), "p-echo"), "node.providers[p-echo]: duplicate id"),
+        (_break(("providers", 0), "p"), "node.providers[0]: must be an object"),
+    ],
+)
+def test_it_rejects_a_payload_naming_the_field(fakes: Any, change: Any, reason: str) -> None:
+    node = change(copy.deepcopy(payload(fakes)))
+    with pytest.raises(NodeConfigError) as caught:
+        parse_node_config(node, node_id="node-a")
+    assert reason in str(caught.value)
+
+
+def test_it_reports_every_problem_at_once(fakes: Any) -> None:
+    node = payload(fakes)
+    node["adapters"][1]["base_url"] = None
+    node["providers"][0]["served_models"] = "echo-small"
+    with pytest.raises(NodeConfigError) as caught:
+        parse_node_config(node, node_id="node-a")
+    assert len(caught.value.problems) == 2
+
+
+def test_it_does_not_blame_providers_for_their_broken_adapter(fakes: Any) -> None:
+    node = payload(fakes)
+    node["adapters"][1]["timeout_s"] = -1
+    with pytest.raises(NodeConfigError) as caught:
+        parse_node_config(node, node_id="node-a")
+    assert caught.value.problems == ["node.adapters[vllm].timeout_s: must be > 0"]
+
+
+def test_it_rejects_a_payload_that_is_not_an_object() -> None:
+    with pytest.raises(NodeConfigError, match="node: must be an object"):
+        parse_node_config(["node-a"], node_id="node-a")

@@ -1,0 +1,303 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from nodes.agent.adapters import AdapterError, Delta, Done
+from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
+from nodes.agent.spec import AdapterSpec
+
+Reply = Callable[["FakeUpstream", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def chunk(content: str | None = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
+    if content is not None:
+        delta["content"] = content
+    return {
+        "id": "chatcmpl-up",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "llama",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+USAGE_CHUNK = {
+    "id": "chatcmpl-up",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "llama",
+    "choices": [],
+    "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+}
+
+
+def sse(*events: Any) -> bytes:
+    body = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events)
+    return body.encode()
+
+
+def stream_reply(*events: Any) -> Reply:
+    async def reply(up: FakeUpstream, reader: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        )
+        writer.write(sse(*events))
+        await writer.drain()
+
+    return reply
+
+
+def json_reply(status: int, body: bytes, content_type: str = "application/json") -> Reply:
+    async def reply(up: FakeUpstream, reader: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            f"HTTP/1.1 {status} Whatever\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+
+    return reply
+
+
+async def hang_after_one_chunk(
+    up: FakeUpstream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+    writer.write(sse(chunk("first")))
+    await writer.drain()
+    # Reading returns b"" only when the client closes its side of the connection.
+    await reader.read()
+    up.client_went_away.set()
+
+
+class FakeUpstream:
+    """A tiny OpenAI-compatible HTTP server on a real socket."""
+
+    def __init__(self) -> None:
+        self.base_url = ""
+        self.requests: list[dict[str, Any]] = []
+        self.chat_reply: Reply = stream_reply(chunk("hi"), chunk(finish="stop"), "[DONE]")
+        self.models_status = 200
+        self.client_went_away = asyncio.Event()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode()
+                request_line, *header_lines = head.strip().split("\r\n")
+                method, path, _ = request_line.split(" ")
+                headers = dict(line.split(": ", 1) for line in header_lines)
+                headers = {k.lower(): v for k, v in headers.items()}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                self.requests.append(
+                    {
+                        "method": method,
+                        "path": path,
+                        "headers": headers,
+                        "json": json.loads(body) if body else None,
+                    }
+                )
+                if path.endswith("/models"):
+                    payload = b'{"object": "list", "data": []}'
+                    writer.write(
+                        f"HTTP/1.1 {self.models_status} X\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(payload)}\r\n\r\n".encode()
+                        + payload
+                    )
+                    await writer.drain()
+                    continue
+                await self.chat_reply(self, reader, writer)
+                return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[FakeUpstream]:
+    fake = FakeUpstream()
+    server = await asyncio.start_server(fake.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    fake.base_url = f"http://127.0.0.1:{port}/v1"
+    async with server:
+        yield fake
+
+
+def make_adapter(base_url: str, environ: dict[str, str] | None = None) -> OpenAIHTTPAdapter:
+    spec = AdapterSpec(
+        id="vllm",
+        type="openai_http",
+        base_url=base_url,
+        api_key_env="UPSTREAM_KEY",
+        timeout_s=5.0,
+        health_interval_s=1.0,
+    )
+    return OpenAIHTTPAdapter(spec, environ={} if environ is None else environ)
+
+
+REQUEST = {"model": "llama", "messages": [{"role": "user", "content": "say hello"}]}
+
+
+async def collect(adapter: OpenAIHTTPAdapter, request: dict[str, Any] = REQUEST) -> list[Any]:
+    try:
+        return [event async for event in adapter.stream(request, "llama-3-8b")]
+    finally:
+        await adapter.aclose()
+
+
+async def test_it_streams_deltas_then_done_with_upstream_usage(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = stream_reply(
+        chunk("", role="assistant"),
+        chunk("Hel"),
+        chunk("lo"),
+        chunk(finish="stop"),
+        USAGE_CHUNK,
+        "[DONE]",
+    )
+    events = await collect(make_adapter(upstream.base_url, {"UPSTREAM_KEY": "sk-test"}))
+
+    deltas = [e.chunk["choices"][0]["delta"] for e in events if isinstance(e, Delta)]
+    assert deltas == [{"role": "assistant", "content": ""}, {"content": "Hel"}, {"content": "lo"}]
+    assert all(
+        e.chunk["choices"][0]["finish_reason"] is None for e in events if isinstance(e, Delta)
+    )
+    assert events[-1] == Done(
+        {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}, "stop"
+    )
+    sent = upstream.requests[0]
+    assert (sent["method"], sent["path"]) == ("POST", "/v1/chat/completions")
+    assert sent["headers"]["authorization"] == "Bearer sk-test"
+    assert sent["json"]["model"] == "llama-3-8b"
+    assert sent["json"]["stream"] is True
+    assert sent["json"]["stream_options"] == {"include_usage": True}
+    assert sent["json"]["messages"] == REQUEST["messages"]
+
+
+async def test_it_sends_no_auth_header_when_the_key_variable_is_unset(
+    upstream: FakeUpstream,
+) -> None:
+    await collect(make_adapter(upstream.base_url))
+    assert "authorization" not in upstream.requests[0]["headers"]
+
+
+async def test_it_keeps_content_that_arrives_with_the_finish_reason(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = stream_reply(chunk("a"), chunk("b", finish="length"), "[DONE]")
+    events = await collect(make_adapter(upstream.base_url))
+    assert [e.chunk["choices"][0] for e in events[:-1]] == [
+        {"index": 0, "delta": {"content": "a"}, "finish_reason": None},
+        {"index": 0, "delta": {"content": "b"}, "finish_reason": None},
+    ]
+    assert events[-1].finish_reason == "length"
+
+
+async def test_it_estimates_usage_when_upstream_sends_none(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = stream_reply(
+        chunk("", role="assistant"), chunk("x"), chunk("y"), chunk("z", finish="stop")
+    )
+    events = await collect(make_adapter(upstream.base_url))
+    prompt = math.ceil(len("say hello") / 4)
+    assert events[-1] == Done(
+        {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3}, "stop"
+    )
+
+
+async def test_it_fails_a_stream_that_ends_before_completion(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = stream_reply(chunk("partial"))
+    with pytest.raises(AdapterError) as caught:
+        await collect(make_adapter(upstream.base_url))
+    assert caught.value.code == "upstream_error"
+    assert "ended before completion" in caught.value.message
+
+
+async def test_it_fails_on_an_error_event_in_the_stream(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = stream_reply(chunk("a"), {"error": {"message": "model crashed"}})
+    with pytest.raises(AdapterError, match="model crashed"):
+        await collect(make_adapter(upstream.base_url))
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (
+            400,
+            b'{"error": {"message": "max_tokens is too large", "type": "invalid_request_error"}}',
+            "upstream HTTP 400: max_tokens is too large",
+        ),
+        (404, b'{"detail": "Not Found"}', "upstream HTTP 404: Not Found"),
+        (503, b"overloaded, try later", "upstream HTTP 503: overloaded, try later"),
+        (500, b"", "upstream HTTP 500: Whatever"),
+    ],
+)
+async def test_it_reports_upstream_http_errors_with_status_and_message(
+    upstream: FakeUpstream, status: int, body: bytes, message: str
+) -> None:
+    upstream.chat_reply = json_reply(status, body)
+    with pytest.raises(AdapterError) as caught:
+        await collect(make_adapter(upstream.base_url))
+    assert (caught.value.code, caught.value.status, caught.value.message) == (
+        "upstream_error",
+        status,
+        message,
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_it_reports_a_refused_connection_as_upstream_unavailable() -> None:
+    with pytest.raises(AdapterError) as caught:
+        await collect(make_adapter(f"http://127.0.0.1:{closed_port()}/v1"))
+    assert caught.value.code == "upstream_unavailable"
+    assert caught.value.status is None
+
+
+async def test_cancelling_a_run_closes_the_upstream_connection(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = hang_after_one_chunk
+    adapter = make_adapter(upstream.base_url)
+    first_delta = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in adapter.stream(REQUEST, "llama"):
+            if isinstance(event, Delta):
+                first_delta.set()
+
+    task = asyncio.create_task(consume())
+    async with asyncio.timeout(5):
+        await first_delta.wait()
+    task.cancel()
+    async with asyncio.timeout(5):
+        await upstream.client_went_away.wait()
+    assert task.cancelled()
+    await adapter.aclose()
+
+
+async def test_its_probe_is_healthy_on_a_2xx_from_models(upstream: FakeUpstream) -> None:
+    adapter = make_adapter(upstream.base_url, {"UPSTREAM_KEY": "sk-test"})
+    try:
+        assert await adapter.probe() == (True, "GET /models: HTTP 200")
+        upstream.models_status = 500
+        assert await adapter.probe() == (False, "GET /models: HTTP 500")
+    finally:
+        await adapter.aclose()
+    assert [r["path"] for r in upstream.requests] == ["/v1/models", "/v1/models"]
+    assert upstream.requests[0]["headers"]["authorization"] == "Bearer sk-test"
+    assert adapter.probe_interval_s == 1.0
+
+
+async def test_its_probe_is_unhealthy_when_upstream_is_unreachable() -> None:
+    adapter = make_adapter(f"http://127.0.0.1:{closed_port()}/v1")
+    healthy, detail = await adapter.probe()
+    await adapter.aclose()
+    assert not healthy
+    assert detail.startswith("GET /models failed:")
