@@ -1,0 +1,37 @@
+"""The provider pool: in-memory dispatch of requests to providers (DESIGN §4). No Django here."""
+
+from __future__ import annotations
+
+from edge.dispatch.errors import (
+    DispatchError,
+    ModelNotFound,
+    NoProviderAvailable,
+    QueueFull,
+    QueueTimeout,
+)
+from edge.dispatch.estimate import estimate_input_tokens
+from edge.dispatch.lease import LONG, NORMAL, ContextClass, Lease
+from edge.dispatch.pool import ProviderPool
+from edge.dispatch.snapshot import ModelSpec, PoolSnapshot, ProviderSpec, snapshot_from_config
+from edge.dispatch.stats import ModelStats, PoolStats, ProviderStats
+
+__all__ = [
+    "LONG",
+    "NORMAL",
+    "ContextClass",
+    "DispatchError",
+    "Lease",
+    "ModelNotFound",
+    "ModelSpec",
+    "ModelStats",
+    "NoProviderAvailable",
+    "PoolSnapshot",
+    "PoolStats",
+    "ProviderPool",
+    "ProviderSpec",
+    "ProviderStats",
+    "QueueFull",
+    "QueueTimeout",
+    "estimate_input_tokens",
+    "snapshot_from_config",
+]

@@ -1,0 +1,84 @@
+"""The pool's input: an immutable view of the providers and model routes it dispatches over.
+
+Kept separate from ``edge.config`` so the pool can be built and tested without the loader, and so
+a refresh can hand the pool exactly what dispatch needs (DESIGN §6: copy-on-write swap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edge.config.schema import EdgeConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    """One provider as dispatch sees it. ``long_context_slots``: None = no long limit, 0 = none."""
+
+    id: str
+    node_id: str
+    adapter_id: str
+    served_models: tuple[str, ...]
+    enabled: bool
+    capacity: int
+    long_context_slots: int | None
+    priority: int
+    max_queue: int
+    queue_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A model group: the OpenAI ``model`` key and its routes (provider id -> served name)."""
+
+    id: str
+    routes: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSnapshot:
+    providers: tuple[ProviderSpec, ...]
+    models: tuple[ModelSpec, ...]
+    long_context_threshold_tokens: int
+
+    def __post_init__(self) -> None:
+        # The config loader already validates all of this; checking again here keeps a
+        # hand-built snapshot from failing later with a KeyError deep inside the pool.
+        provider_ids = {p.id for p in self.providers}
+        if len(provider_ids) != len(self.providers):
+            raise ValueError("provider ids must be unique")
+        if len({m.id for m in self.models}) != len(self.models):
+            raise ValueError("model ids must be unique")
+        for model in self.models:
+            unknown = sorted(set(model.routes) - provider_ids)
+            if unknown:
+                raise ValueError(f"model {model.id!r} routes to unknown providers {unknown}")
+
+
+def snapshot_from_config(config: EdgeConfig) -> PoolSnapshot:
+    """The dispatch view of a validated Edge config."""
+    providers = tuple(
+        ProviderSpec(
+            id=provider.id,
+            node_id=node.id,
+            adapter_id=provider.adapter,
+            served_models=tuple(provider.served_models),
+            enabled=provider.enabled,
+            capacity=provider.capacity,
+            long_context_slots=provider.long_context_slots,
+            priority=provider.priority,
+            max_queue=provider.max_queue,
+            queue_timeout_s=provider.queue_timeout_s,
+        )
+        for node in config.nodes
+        for provider in node.providers
+    )
+    models = tuple(
+        ModelSpec(id=model.id, routes=MappingProxyType(dict(model.providers)))
+        for model in config.models
+    )
+    return PoolSnapshot(providers, models, config.openai.long_context_threshold_tokens)

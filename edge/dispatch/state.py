@@ -1,0 +1,188 @@
+"""The pool's mutable bookkeeping: provider counters, model groups and their wait queues.
+
+Only ``ProviderPool`` changes these. They are slotted classes rather than dataclasses because the
+acquire path reads their attributes on every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterator
+
+from edge.dispatch.snapshot import ProviderSpec
+
+# A queue is rebuilt once it holds more abandoned entries than this and than live ones, so
+# cancellations in the middle cost O(1) amortized and never grow the deque without bound.
+COMPACT_AFTER_DEAD = 32
+
+
+class ProviderState:
+    """Counters and admission inputs of one provider id. Outlives snapshot swaps (DESIGN §4.6)."""
+
+    __slots__ = (
+        "capacity",
+        "groups",
+        "id",
+        "in_flight",
+        "listed",
+        "long_in_flight",
+        "long_slots",
+        "spec",
+        "usable",
+    )
+
+    def __init__(self, spec: ProviderSpec) -> None:
+        self.id = spec.id
+        self.in_flight = 0
+        self.long_in_flight = 0
+        # Everything but the counters: listed in the snapshot, enabled, healthy, on a ready node.
+        self.usable = False
+        self.groups: list[ModelGroup] = []
+        self.adopt(spec)
+
+    def adopt(self, spec: ProviderSpec) -> None:
+        self.spec = spec
+        self.listed = True
+        self.capacity = spec.capacity
+        self.long_slots = spec.long_context_slots
+
+    def has_slot(self, long: bool) -> bool:
+        """A free slot right now, for a request of that class."""
+        if not self.usable or self.in_flight >= self.capacity:
+            return False
+        return not long or self.long_slots is None or self.long_in_flight < self.long_slots
+
+    def would_serve(self, long: bool) -> bool:
+        """Would take the request once a slot frees up: usable, and long slots not set to 0."""
+        return self.usable and (not long or self.long_slots != 0)
+
+    @property
+    def idle(self) -> bool:
+        return self.in_flight == 0 and self.long_in_flight == 0
+
+
+class Route:
+    __slots__ = ("served", "state")
+
+    def __init__(self, state: ProviderState, served: str) -> None:
+        self.state = state
+        self.served = served
+
+
+class Tier:
+    """Routes sharing one priority; ``next`` is where the round-robin scan starts."""
+
+    __slots__ = ("next", "routes")
+
+    def __init__(self, routes: list[Route]) -> None:
+        self.routes = routes
+        self.next = 0
+
+
+class Waiter:
+    __slots__ = ("enqueued_at", "future", "group", "long", "pending", "seq", "timer")
+
+    def __init__(
+        self, seq: int, group: ModelGroup, long: bool, future: asyncio.Future, now: float
+    ) -> None:
+        self.seq = seq
+        self.group = group
+        self.long = long
+        self.future = future
+        self.enqueued_at = now
+        self.pending = True
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class WaitQueue:
+    """FIFO of waiters with lazy deletion: a waiter that leaves is only flagged (``pending``).
+
+    Invariant: the front entry, if any, is pending — so reading the head is O(1).
+    """
+
+    __slots__ = ("_dead", "_entries", "live")
+
+    def __init__(self) -> None:
+        self._entries: deque[Waiter] = deque()
+        self._dead = 0
+        self.live = 0
+
+    def push(self, waiter: Waiter) -> None:
+        self._entries.append(waiter)
+        self.live += 1
+
+    def head(self) -> Waiter | None:
+        return self._entries[0] if self._entries else None
+
+    def discard(self) -> None:
+        """Account for a waiter that just stopped being pending."""
+        self.live -= 1
+        self._dead += 1
+        entries = self._entries
+        while entries and not entries[0].pending:
+            entries.popleft()
+            self._dead -= 1
+        if self._dead > COMPACT_AFTER_DEAD and self._dead > self.live:
+            self._entries = deque(w for w in entries if w.pending)
+            self._dead = 0
+
+    def __iter__(self) -> Iterator[Waiter]:
+        return (w for w in self._entries if w.pending)
+
+
+class ModelGroup:
+    """One model's routes in priority tiers, and its FIFO of waiters split by context class.
+
+    The split lets a freed normal slot reach a normal waiter even when a long waiter that cannot
+    take it (long slots full) is older; order across the two is kept by the waiters' ``seq``.
+    """
+
+    __slots__ = ("long_queue", "model_id", "normal_queue", "routes", "served", "tiers")
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+        self.normal_queue = WaitQueue()
+        self.long_queue = WaitQueue()
+        self.routes: list[Route] = []
+        self.served: dict[str, str] = {}
+        self.tiers: list[Tier] = []
+
+    def set_routes(self, routes: list[Route]) -> None:
+        routes = sorted(routes, key=lambda r: (r.state.spec.priority, r.state.id))
+        self.routes = routes
+        self.served = {r.state.id: r.served for r in routes}
+        tiers: list[Tier] = []
+        for route in routes:
+            if tiers and tiers[-1].routes[0].state.spec.priority == route.state.spec.priority:
+                tiers[-1].routes.append(route)
+            else:
+                tiers.append(Tier([route]))
+        self.tiers = tiers
+
+    def queue(self, long: bool) -> WaitQueue:
+        return self.long_queue if long else self.normal_queue
+
+    @property
+    def waiting(self) -> int:
+        return self.normal_queue.live + self.long_queue.live
+
+    def select(self, long: bool) -> Route | None:
+        """The free route to use: lowest priority tier first, round-robin inside a tier."""
+        for tier in self.tiers:
+            routes = tier.routes
+            count = len(routes)
+            start = tier.next
+            for offset in range(count):
+                index = start + offset
+                if index >= count:
+                    index -= count
+                route = routes[index]
+                if route.state.has_slot(long):
+                    tier.next = index + 1 if index + 1 < count else 0
+                    return route
+        return None
+
+    def serving(self, long: bool) -> list[ProviderState]:
+        """Providers that would serve a request of this class once a slot frees up."""
+        return [r.state for r in self.routes if r.state.would_serve(long)]
