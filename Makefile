@@ -18,9 +18,7 @@ setup: $(VENV)/.installed
 
 ## run: set up, generate the bootstrap tokens and config, serve the Edge with a local Node
 run: setup
-	$(PY) manage.py bootstrap_edge
-	$(PY) manage.py import_config var/edge.yaml
-	$(VENV)/bin/daphne -b 127.0.0.1 -p 8000 iop_site.asgi:application
+	$(PY) manage.py run_local
 
 ## test: lint, migration check, the whole suite on SQLite, then the database tests on PostgreSQL
 test: setup

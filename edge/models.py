@@ -41,3 +41,28 @@ class ConfigRevision(models.Model):
 
     def __str__(self) -> str:
         return self.revision
+
+
+class UsageRecord(models.Model):
+    """One finished request: who asked, what ran where, how many tokens, how long, how it ended."""
+
+    created_at = models.DateTimeField(db_index=True)
+    request_id = models.CharField(max_length=64)
+    principal_ref = models.CharField(max_length=128, blank=True, db_index=True)
+    token_ref = models.CharField(max_length=63, blank=True, db_index=True)
+    alias = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=128, db_index=True)
+    provider = models.CharField(max_length=63, blank=True)
+    node = models.CharField(max_length=63, blank=True)
+    context_class = models.CharField(max_length=8, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    queue_ms = models.FloatField(default=0)
+    total_ms = models.FloatField(default=0)
+    status = models.CharField(max_length=64, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.model} {self.status}"

@@ -1,12 +1,57 @@
-"""ASGI entry point: a Channels ProtocolTypeRouter over Django."""
+"""ASGI entry point: a Channels ProtocolTypeRouter, routing by listener and path.
+
+`/v1/` goes to the lean OpenAI ASGI app, `/ws/node/` to the Node consumer, everything else to
+Django (admin, `POST /refresh`), each only on the listener that serves it.
+"""
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "iop_site.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+# These need Django set up first.
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from edge.openai_api.app import openai_app  # noqa: E402
+from edge.startup import ensure_runtime  # noqa: E402
+from iop_site.listeners import OPENAI, PUBLIC, listener_of, serves_openai_api  # noqa: E402
+from nodes.consumers import NodeConsumer  # noqa: E402
+
+node_websocket = URLRouter([path("ws/node/", NodeConsumer.as_asgi())])
+
+NOT_FOUND = b'{"detail": "Not found."}'
+
+
+async def http_router(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    ensure_runtime()
+    listener = listener_of(scope)
+    if scope["path"].startswith("/v1/"):
+        if serves_openai_api(listener):
+            await openai_app(scope, receive, send)
+            return
+    elif listener != OPENAI:
+        await django_asgi_app(scope, receive, send)
+        return
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 404,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": NOT_FOUND})
+
+
+async def websocket_router(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    ensure_runtime()
+    if listener_of(scope) == PUBLIC:
+        await node_websocket(scope, receive, send)
+        return
+    await send({"type": "websocket.close", "code": 4404})
+
+
+application = ProtocolTypeRouter({"http": http_router, "websocket": websocket_router})

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "iop_site.middleware.ListenerURLConfMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -84,8 +85,11 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'iop_edge.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Writes come from several threads (admin, metering); wait for the lock instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Writes come from several threads (admin, metering): wait for the lock instead of failing,
+    # and use WAL so a metering batch commits without an fsync per transaction.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=20, init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -101,7 +105,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# One Edge process owns dispatch, so no channel layer is needed (DESIGN §9 for scaling out).
+CHANNEL_LAYERS: dict[str, dict] = {}
+IOP_NODE_PING_INTERVAL_S = env.float("IOP_NODE_PING_INTERVAL_S", default=15.0)
+IOP_RUN_TIMEOUT_S = env.float("IOP_RUN_TIMEOUT_S", default=600.0)
+IOP_REFRESH_ACK_TIMEOUT_S = env.float("IOP_REFRESH_ACK_TIMEOUT_S", default=10.0)
+IOP_MAX_BODY_BYTES = env.int("IOP_MAX_BODY_BYTES", default=8 * 1024 * 1024)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

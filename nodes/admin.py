@@ -14,9 +14,24 @@ class AdapterInline(ReadOnlyInline):
 
 @admin.register(Node)
 class NodeAdmin(ConfigMirrorAdmin):
-    list_display = ("node_id", "alias", "concurrency")
-    search_fields = ("node_id", "alias")
+    list_display = ("node_id", "alias", "concurrency", "acked_revision", "last_acked_at")
+    search_fields = ("node_id", "alias", "last_acked_revision")
+    # The last two are written by the Edge when the Node acks a config, never by the YAML.
+    fields = (
+        "node_id",
+        "alias",
+        "token_hash_sha256",
+        "concurrency",
+        "last_acked_revision",
+        "last_acked_at",
+    )
+    readonly_fields = fields
     inlines = [AdapterInline]
+
+    @admin.display(description="last acked revision", ordering="last_acked_revision")
+    def acked_revision(self, node: Node) -> str:
+        algorithm, _, digest = node.last_acked_revision.partition(":")
+        return f"{algorithm}:{digest[:12]}…" if digest else "-"
 
 
 @admin.register(Adapter)

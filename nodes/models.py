@@ -14,6 +14,9 @@ class Node(models.Model):
     concurrency = models.PositiveIntegerField(
         null=True, blank=True, help_text="Legacy metadata; never used for admission."
     )
+    # Runtime facts, written by the Edge rather than the config.
+    last_acked_revision = models.CharField(max_length=71, blank=True)
+    last_acked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["node_id"]

@@ -149,7 +149,12 @@ def make_node(
 
 
 def chat(text: str, **extra: Any) -> dict[str, Any]:
-    return {"model": "echo-small", "messages": [{"role": "user", "content": text}], **extra}
+    return {
+        "model": "echo-small",
+        "stream": True,
+        "messages": [{"role": "user", "content": text}],
+        **extra,
+    }
 
 
 def run_request(

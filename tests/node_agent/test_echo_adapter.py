@@ -10,9 +10,11 @@ from nodes.agent.adapters.echo import EchoAdapter
 from nodes.agent.spec import AdapterSpec
 
 
-async def collect(request: dict[str, Any], target: str = "echo-small") -> list[Any]:
+async def collect(
+    request: dict[str, Any], target: str = "echo-small", stream: bool = True
+) -> list[Any]:
     adapter = EchoAdapter(AdapterSpec(id="echo", type="echo"))
-    return [event async for event in adapter.stream(request, target)]
+    return [event async for event in adapter.stream({"stream": stream, **request}, target)]
 
 
 def text_of(events: list[Any]) -> str:
@@ -105,3 +107,14 @@ async def test_it_is_always_healthy() -> None:
     adapter = EchoAdapter(AdapterSpec(id="echo", type="echo"))
     assert await adapter.probe() == (True, "echo")
     assert adapter.probe_interval_s is None
+
+
+async def test_it_answers_a_non_streaming_request_in_one_chunk_with_the_same_usage() -> None:
+    request = {"messages": [{"role": "user", "content": "one two three"}]}
+
+    streamed = await collect(request)
+    whole = await collect(request, stream=False)
+
+    assert len(whole) == 2
+    assert text_of(whole) == text_of(streamed) == "echo: one two three"
+    assert whole[-1] == streamed[-1]

@@ -143,7 +143,11 @@ def make_adapter(base_url: str, environ: dict[str, str] | None = None) -> OpenAI
     return OpenAIHTTPAdapter(spec, environ={} if environ is None else environ)
 
 
-REQUEST = {"model": "llama", "messages": [{"role": "user", "content": "say hello"}]}
+REQUEST = {
+    "model": "llama",
+    "stream": True,
+    "messages": [{"role": "user", "content": "say hello"}],
+}
 
 
 async def collect(adapter: OpenAIHTTPAdapter, request: dict[str, Any] = REQUEST) -> list[Any]:
@@ -179,6 +183,38 @@ async def test_it_streams_deltas_then_done_with_upstream_usage(upstream: FakeUps
     assert sent["json"]["stream"] is True
     assert sent["json"]["stream_options"] == {"include_usage": True}
     assert sent["json"]["messages"] == REQUEST["messages"]
+
+
+async def test_it_sends_a_non_streaming_request_as_one_and_answers_with_one_delta(
+    upstream: FakeUpstream,
+) -> None:
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "llama-3-8b",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hello"},
+                "finish_reason": "length",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+    upstream.chat_reply = json_reply(200, json.dumps(completion).encode())
+    request = {**REQUEST, "stream": False, "stream_options": {"include_usage": True}}
+
+    events = await collect(make_adapter(upstream.base_url), request)
+
+    assert [e.chunk["choices"][0] for e in events[:-1]] == [
+        {"index": 0, "delta": {"role": "assistant", "content": "Hello"}, "finish_reason": None}
+    ]
+    assert events[-1] == Done(
+        {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}, "length"
+    )
+    sent = upstream.requests[0]["json"]
+    assert sent["stream"] is False and "stream_options" not in sent
 
 
 async def test_it_sends_no_auth_header_when_the_key_variable_is_unset(

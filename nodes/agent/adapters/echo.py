@@ -1,7 +1,8 @@
 """The echo adapter: a deterministic streamed reply with no upstream, for tests and benchmarks.
 
 The reply is ``"echo: "`` + the text of the last user message, split into word tokens (each token
-keeps its leading whitespace, so the chunks concatenate back to the reply exactly). Completion
+keeps its leading whitespace, so the chunks concatenate back to the reply exactly); a streaming
+request gets a chunk per token, a non-streaming one the whole reply in one chunk. Completion
 tokens are the chunks emitted; prompt tokens use the shared character estimate.
 """
 
@@ -56,10 +57,13 @@ class EchoAdapter:
             tokens, finish_reason = tokens[:limit], "length"
         completion_id = f"chatcmpl-echo-{secrets.token_hex(8)}"
         created = int(time.time())
-        for index, token in enumerate(tokens):
-            if self._delay_s:
-                await asyncio.sleep(self._delay_s)
-            delta = {"role": "assistant", "content": token} if index == 0 else {"content": token}
+        # A caller that does not stream gets the whole reply as one delta, after the same wait.
+        pieces = tokens if request.get("stream") is True else ["".join(tokens)]
+        per_piece_s = self._delay_s * len(tokens) / len(pieces) if pieces else 0.0
+        for index, piece in enumerate(pieces):
+            if per_piece_s:
+                await asyncio.sleep(per_piece_s)
+            delta = {"role": "assistant", "content": piece} if index == 0 else {"content": piece}
             yield Delta(
                 {
                     "id": completion_id,

@@ -1,0 +1,290 @@
+"""Gateway benchmark: an Edge and a Node (`openai_http`) in front of a fast mock upstream.
+
+Measures, in one run and against the mock called directly: req/s, p50 and p99 at concurrency 32
+(non-stream and stream), unloaded p50 and time to first token, and the RSS of Edge and Node.
+The last line printed is one JSON object.
+
+    python bench/gateway_bench.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+from loadgen import Result, build_request, run_load
+
+ROOT = Path(__file__).resolve().parent.parent
+CONCURRENCY = 32
+BODY = json.dumps(
+    {"model": "bench", "messages": [{"role": "user", "content": "Say hello to the benchmark."}]}
+).encode()
+STREAM_BODY = json.dumps(
+    {
+        "model": "bench",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Say hello to the benchmark."}],
+    }
+).encode()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def node_ready(admin_port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/status", timeout=1) as reply:
+            status = json.loads(reply.read())
+    except OSError:
+        return False
+    return any(node["ready"] for node in status["nodes"].values())
+
+
+class Stack:
+    """The mock upstream, the Edge and the Node as subprocesses."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.mock_port, self.edge_port, self.admin_port = free_port(), free_port(), free_port()
+        self.client_token = f"bench-{secrets.token_urlsafe(16)}"
+        self.node_token = f"bench-node-{secrets.token_urlsafe(16)}"
+        self.processes: list[subprocess.Popen] = []
+
+    def config(self) -> dict:
+        def digest(token: str) -> str:
+            return hashlib.sha256(token.encode()).hexdigest()
+
+        return {
+            "version": 1,
+            "edge": {
+                "id": "edge-bench",
+                "listen": f"127.0.0.1:{self.edge_port}",
+                "admin_listen": f"127.0.0.1:{self.admin_port}",
+            },
+            "openai": {
+                "principal_tokens": [
+                    {
+                        "token_ref": "bench",
+                        "token_hash_sha256": digest(self.client_token),
+                        "principal_ref": "bench",
+                    }
+                ]
+            },
+            "nodes": [
+                {
+                    "id": "bench-node",
+                    "token_hash_sha256": digest(self.node_token),
+                    "adapters": [
+                        {
+                            "id": "mock",
+                            "type": "openai_http",
+                            "base_url": f"http://127.0.0.1:{self.mock_port}/v1",
+                        }
+                    ],
+                    "providers": [
+                        {
+                            "id": "mock-1",
+                            "adapter": "mock",
+                            "served_models": ["mock"],
+                            "capacity": 256,
+                        }
+                    ],
+                }
+            ],
+            "models": [{"id": "bench", "providers": {"mock-1": "mock"}}],
+        }
+
+    def start(self) -> None:
+        var = self.workdir / "var"
+        var.mkdir()
+        config_path = self.workdir / "edge.yaml"
+        config_path.write_text(yaml.safe_dump(self.config()))
+        env = {
+            **os.environ,
+            "IOP_VAR_DIR": str(var),
+            "DATABASE_URL": f"sqlite:///{var / 'bench.sqlite3'}",
+            "LOG_LEVEL": "WARNING",
+        }
+        log = (self.workdir / "stack.log").open("ab")
+        self.mock = self._spawn(
+            [sys.executable, "bench/mock_upstream.py", str(self.mock_port)], env, log
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True
+        )
+        self.edge = self._spawn(
+            [sys.executable, "manage.py", "run_edge", "--config", str(config_path)], env, log
+        )
+        wait_for(lambda: port_open(self.edge_port) and port_open(self.mock_port), 30, "the Edge")
+        node_env = {**env, "IOP_NODE_TOKEN": self.node_token}
+        self.node = self._spawn(
+            [
+                sys.executable,
+                "-m",
+                "nodes.agent",
+                "--edge",
+                f"ws://127.0.0.1:{self.edge_port}/ws/node/",
+                "--node-id",
+                "bench-node",
+                "--log-level",
+                "WARNING",
+            ],
+            node_env,
+            log,
+        )
+        wait_for(lambda: node_ready(self.admin_port), 30, "the Node to be ready")
+
+    def _spawn(self, args: list[str], env: dict, log) -> subprocess.Popen:
+        process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.processes.append(process)
+        return process
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def measure(stack: Stack, seconds: float, unloaded_requests: int) -> dict:
+    direct = ("127.0.0.1", stack.mock_port, "/v1/chat/completions", None)
+    edge = ("127.0.0.1", stack.edge_port, "/v1/chat/completions", stack.client_token)
+
+    def request(target, body: bytes) -> bytes:
+        host, port, path, token = target
+        return build_request(host, port, path, body, token)
+
+    def load(target, body: bytes, concurrency: int, duration: float, per_worker=None) -> Result:
+        host, port, _, _ = target
+        return asyncio.run(
+            run_load(
+                host,
+                port,
+                request(target, body),
+                concurrency=concurrency,
+                seconds=duration,
+                max_requests_per_worker=per_worker,
+            )
+        )
+
+    load(edge, BODY, CONCURRENCY, min(2.0, seconds))  # warm up connections and code paths
+    results = {
+        "direct": load(direct, BODY, CONCURRENCY, seconds),
+        "edge": load(edge, BODY, CONCURRENCY, seconds),
+        "edge_stream": load(edge, STREAM_BODY, CONCURRENCY, seconds),
+        "direct_unloaded": load(direct, BODY, 1, 30, unloaded_requests),
+        "edge_unloaded": load(edge, BODY, 1, 30, unloaded_requests),
+        "direct_stream_unloaded": load(direct, STREAM_BODY, 1, 30, unloaded_requests),
+        "edge_stream_unloaded": load(edge, STREAM_BODY, 1, 30, unloaded_requests),
+    }
+    results["rss"] = {"edge": rss_mb(stack.edge.pid), "node": rss_mb(stack.node.pid)}
+    return results
+
+
+def report(results: dict) -> dict:
+    rows = [
+        ("direct to mock, c=32", results["direct"]),
+        ("through Edge + Node, c=32", results["edge"]),
+        ("through Edge + Node, stream, c=32", results["edge_stream"]),
+        ("direct to mock, unloaded", results["direct_unloaded"]),
+        ("through Edge + Node, unloaded", results["edge_unloaded"]),
+        ("direct stream, unloaded", results["direct_stream_unloaded"]),
+        ("Edge stream, unloaded", results["edge_stream_unloaded"]),
+    ]
+    print(f"{'case':40} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    for name, result in rows:
+        print(
+            f"{name:40} {result.rps:9.0f} {result.percentile(50):8.2f} "
+            f"{result.percentile(99):8.2f} {result.errors:7d}"
+        )
+    direct_ttft = results["direct_stream_unloaded"].percentile(
+        50, results["direct_stream_unloaded"].first_event_ms
+    )
+    edge_ttft = results["edge_stream_unloaded"].percentile(
+        50, results["edge_stream_unloaded"].first_event_ms
+    )
+    added_p50 = results["edge_unloaded"].percentile(50) - results["direct_unloaded"].percentile(50)
+    rss = results["rss"]
+    print(
+        f"time to first token, unloaded p50: direct {direct_ttft:.2f} ms, Edge {edge_ttft:.2f} ms"
+    )
+    print(f"added p50 unloaded: {added_p50:.2f} ms; added TTFT: {edge_ttft - direct_ttft:.2f} ms")
+    print(
+        f"RSS: Edge {rss['edge']:.1f} MB, Node {rss['node']:.1f} MB, "
+        f"together {rss['edge'] + rss['node']:.1f} MB"
+    )
+    return {
+        "bench": "gateway",
+        "rps": round(results["edge"].rps, 1),
+        "rps_stream": round(results["edge_stream"].rps, 1),
+        "p50_ms": round(results["edge"].percentile(50), 3),
+        "p99_ms": round(results["edge"].percentile(99), 3),
+        "added_p50_ms": round(added_p50, 3),
+        "added_ttft_ms": round(edge_ttft - direct_ttft, 3),
+        "edge_rss_mb": round(rss["edge"], 1),
+        "node_rss_mb": round(rss["node"], 1),
+        "direct_rps": round(results["direct"].rps, 1),
+        "errors": sum(r.errors for r in results.values() if isinstance(r, Result)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs (about 30 s in all)")
+    args = parser.parse_args()
+    seconds, unloaded = (3.0, 200) if args.quick else (10.0, 1000)
+    with tempfile.TemporaryDirectory(prefix="iop-bench-") as workdir:
+        stack = Stack(Path(workdir))
+        try:
+            stack.start()
+            results = measure(stack, seconds, unloaded)
+        finally:
+            stack.stop()
+    print(json.dumps(report(results)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""`manage.py run_edge [--config PATH]`: serve the Edge's listeners from one process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from edge.config import ConfigError, load_config_text
+from edge.mirror import import_config
+from edge.startup import start_runtime
+from iop_site.listeners import daphne_endpoint
+
+log = logging.getLogger("edge.run")
+
+# Above the wire's own frame limit, so an oversized frame gets the Edge's error frame.
+WEBSOCKET_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+class Command(BaseCommand):
+    help = "Serve the Edge: edge.listen, the loopback admin_listen and openai.listen if set."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--config", default=settings.IOP_CONFIG, help="Edge config file (default: IOP_CONFIG)"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        path = Path(options["config"])
+        try:
+            text = path.read_text(encoding="utf-8")
+            config = load_config_text(text)
+        except OSError as exc:
+            self.stderr.write(f"cannot read {path}: {exc.strerror}")
+            sys.exit(1)
+        except ConfigError as exc:
+            for issue in exc.issues:
+                self.stderr.write(str(issue))
+            sys.exit(1)
+        report = import_config(config, text, source=f"run_edge {path}")
+        if report.changed:
+            self.stdout.write(f"mirror synced to {config.revision} ({len(report.lines())} changes)")
+        self._serve(path, config)
+
+    def _serve(self, path: Path, config: Any) -> None:
+        # daphne.server installs Twisted's asyncio reactor on import: import it only here.
+        from daphne.server import Server
+        from twisted.internet import defer, reactor
+
+        from iop_site import daphne_tuning
+        from iop_site.asgi import application
+
+        daphne_tuning.install()
+
+        runtime = start_runtime(path)
+        listens = [config.edge.listen, config.edge.admin_listen]
+        if config.openai.listen:
+            listens.append(config.openai.listen)
+
+        def ready() -> None:
+            self.stdout.write(f"IOP Edge {config.edge.id} serving {config.revision}")
+            self.stdout.write(f"  public   http://{config.edge.listen}/ (admin UI /admin/)")
+            openai = config.openai.listen or config.edge.listen
+            self.stdout.write(f"  openai   http://{openai}/v1/")
+            self.stdout.write(f"  nodes    ws://{config.edge.listen}/ws/node/")
+            self.stdout.write(f"  operator http://{config.edge.admin_listen}/refresh (loopback)")
+            self.stdout.flush()
+
+        def flush_usage() -> defer.Deferred:
+            return defer.Deferred.fromFuture(asyncio.ensure_future(runtime.usage.flush()))
+
+        reactor.addSystemEventTrigger("before", "shutdown", flush_usage)
+        Server(
+            application=application,
+            endpoints=[daphne_endpoint(listen) for listen in listens],
+            signal_handlers=True,
+            action_logger=None,
+            websocket_max_message_size=WEBSOCKET_MAX_MESSAGE_BYTES,
+            websocket_max_frame_size=WEBSOCKET_MAX_MESSAGE_BYTES,
+            ready_callable=ready,
+            verbosity=0,
+        ).run()

@@ -1,0 +1,100 @@
+"""Reading a chat completion request: every problem is a 400 naming the field."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from edge.config.schema import Generation
+from edge.openai_api.errors import APIError, invalid
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    model: str
+    body: dict[str, Any]
+    stream: bool
+    include_usage: bool
+
+
+def parse_json_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise invalid("The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    return body
+
+
+def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("'model' is required and must be a non-empty string.", "model")
+    _check_messages(body.get("messages"))
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise invalid("'stream' must be a boolean.", "stream")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise invalid("'stream_options' must be an object.", "stream_options")
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise invalid("Only n=1 is supported.", "n")
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise invalid(f"'{key}' must be a positive integer.", key)
+    include_usage = bool(stream and options and options.get("include_usage"))
+    return ChatRequest(model=model, body=body, stream=stream, include_usage=include_usage)
+
+
+def _check_messages(messages: Any) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise invalid("'messages' is required and must be a non-empty array.", "messages")
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise invalid(f"'{where}' must be an object.", where)
+        role = message.get("role")
+        if role not in _ROLES:
+            raise invalid(
+                f"'{where}.role' must be one of {', '.join(sorted(_ROLES))}.", f"{where}.role"
+            )
+        content = message.get("content")
+        if content is None and role in ("assistant", "function"):
+            continue
+        if not isinstance(content, (str, list)):
+            raise invalid(f"'{where}.content' must be a string or an array.", f"{where}.content")
+        if isinstance(content, list):
+            for part_index, part in enumerate(content):
+                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                    path = f"{where}.content[{part_index}]"
+                    raise invalid(f"'{path}' must be an object with a 'type'.", path)
+
+
+def apply_generation_policy(body: dict[str, Any], generation: Generation) -> dict[str, Any]:
+    """Fill in the model's default `max_tokens`; refuse a request above the model's limit.
+
+    Refused rather than clamped: a silently shortened answer looks like a model problem.
+    """
+    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    requested = body.get(key)
+    limit = generation.max_tokens_limit
+    if requested is not None and limit is not None and requested > limit:
+        raise APIError(
+            400,
+            f"'{key}' is {requested}, above this model's limit of {limit}.",
+            code="max_tokens_exceeded",
+            param=key,
+        )
+    if requested is None and generation.default_max_tokens is not None:
+        return dict(body, max_tokens=generation.default_max_tokens)
+    return body

@@ -1,0 +1,127 @@
+"""The run path: lease a provider, run the request on its Node, relay the events, release.
+
+`open_run` is the one service function behind the OpenAI API. Whatever ends a run — done, error,
+the caller going away, the Node going away, the deadline — the lease is released exactly once and
+an unfinished run is cancelled on its Node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from edge.dispatch import Lease
+from edge.runtime import EdgeRuntime
+from nodes import wire
+from nodes.sessions import NODE_DISCONNECTED, NodeSession, RunStream
+
+log = logging.getLogger(__name__)
+
+DEADLINE_EXCEEDED = "deadline_exceeded"
+_run_ids = itertools.count(1)
+_run_prefix = os.urandom(4).hex()
+
+
+class RunFailed(Exception):
+    """A run that ended in an error: from the Node, its upstream, or the Edge itself."""
+
+    def __init__(self, code: str, message: str, upstream_status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.upstream_status = upstream_status
+
+
+class ActiveRun:
+    """A run in flight on a Node. Iterate ``events()`` for deltas; ``outcome`` says how it ended."""
+
+    def __init__(self, lease: Lease, session: NodeSession, deadline: float) -> None:
+        self.lease = lease
+        self.session = session
+        self.deadline = deadline
+        self.run_id = f"run-{_run_prefix}-{next(_run_ids)}"
+        self.stream: RunStream = session.open_run(self.run_id)
+        self.started = time.monotonic()
+        self.finished = False
+        self.usage: dict[str, int] | None = None
+        self.finish_reason: str | None = None
+        self.status = "cancelled"
+
+    async def deltas(self) -> AsyncIterator[dict[str, Any]]:
+        """The Node's chat.completion.chunk dicts; returns after `done`, raises RunFailed."""
+        while True:
+            remaining = self.deadline - time.monotonic()
+            try:
+                async with asyncio.timeout(remaining):
+                    event, data = await self.stream.next_event()
+            except TimeoutError:
+                self.status = DEADLINE_EXCEEDED
+                raise RunFailed(DEADLINE_EXCEEDED, "the run did not finish in time") from None
+            if event == "delta":
+                yield data
+            elif event == "done":
+                self.finished = True
+                self.usage = data["usage"]
+                self.finish_reason = data["finish_reason"]
+                self.status = "ok"
+                return
+            else:
+                self.finished = True
+                self.status = data["code"]
+                raise RunFailed(data["code"], data["message"], data.get("status"))
+
+
+@asynccontextmanager
+async def open_run(
+    runtime: EdgeRuntime,
+    model: str,
+    request: Mapping[str, Any],
+    estimated_input_tokens: int,
+    timeout_s: float,
+) -> AsyncIterator[ActiveRun]:
+    """Acquire a lease (raising DispatchError) and start the run on the lease's Node.
+
+    The caller iterates ``run.deltas()`` inside the block; leaving the block ends the run.
+    """
+    deadline = time.monotonic() + timeout_s
+    lease = await runtime.pool.acquire(model, estimated_input_tokens)
+    run: ActiveRun | None = None
+    try:
+        session = runtime.nodes.ready(lease.node_id)
+        if session is None:
+            raise RunFailed(NODE_DISCONNECTED, f"node {lease.node_id} is not connected")
+        run = ActiveRun(lease, session, deadline)
+        body = dict(request, model=lease.served_model)
+        frame = wire.run_request(
+            run.run_id,
+            lease.provider_id,
+            lease.adapter_id,
+            lease.served_model,
+            body,
+            time.time() + (deadline - time.monotonic()),
+        )
+        try:
+            await session.send(frame)
+        except ConnectionError as exc:
+            raise RunFailed(NODE_DISCONNECTED, f"node {lease.node_id}: {exc}") from None
+        yield run
+    finally:
+        if run is not None:
+            run.session.forget_run(run.run_id)
+            if not run.finished and not run.session.closed:
+                await _cancel_quietly(run)
+        lease.release()
+
+
+async def _cancel_quietly(run: ActiveRun) -> None:
+    """Tell the Node to stop a run nobody is reading; a Node already gone needs no telling."""
+    try:
+        await run.session.send(wire.run_cancel(run.run_id))
+    except Exception as exc:
+        log.debug("run %s: cancel not sent: %s", run.run_id, exc)

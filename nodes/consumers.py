@@ -1,0 +1,194 @@
+"""The Node websocket endpoint `/ws/node/`: authentication, handshake, frames in and out.
+
+The consumer is the thin Channels shell around `nodes.sessions`: it authenticates in `connect()`,
+runs the hello -> config -> ack handshake, and turns frames into session and pool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Mapping
+from hashlib import sha256
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.utils import timezone
+
+from edge.config.canonical import node_canonical
+from edge.runtime import EdgeRuntime, get_runtime
+from nodes import wire
+from nodes.models import Node
+from nodes.sessions import NodeSession
+
+log = logging.getLogger(__name__)
+
+MAX_BAD_FRAMES = 5
+HELLO_TIMEOUT_S = 10.0
+
+
+def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
+    value = headers.get(b"authorization", b"").decode("latin-1")
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def token_matches(token: str, expected_sha256: str) -> bool:
+    return hmac.compare_digest(sha256(token.encode()).hexdigest(), expected_sha256)
+
+
+class NodeConsumer(AsyncWebsocketConsumer):
+    """One Node's websocket session."""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale DB connections before every event, a thread hop per frame. The
+        # handlers below never touch the database directly, so skip it on this hot path.
+        handler = getattr(self, message["type"].replace(".", "_"), None)
+        if handler is None:
+            raise ValueError(f"no handler for {message['type']}")
+        await handler(message)
+
+    async def connect(self) -> None:
+        self.runtime: EdgeRuntime = get_runtime()
+        self.session: NodeSession | None = None
+        self.bad_frames = 0
+        self.last_heard = time.monotonic()
+        self.keepalive: asyncio.Task[None] | None = None
+        headers = dict(self.scope["headers"])
+        node_id = headers.get(b"x-iop-node", b"").decode("latin-1")
+        node = self.runtime.config.node(node_id)
+        token = bearer_token(headers)
+        # Accept first, then close: real clients only see the close code after a handshake.
+        await self.accept()
+        if node is None or token is None or not token_matches(token, node.token_hash_sha256):
+            log.warning(
+                "node websocket refused: %s", "unknown node" if node is None else "bad token"
+            )
+            await self.close(code=wire.CLOSE_UNAUTHORIZED)
+            return
+        self.node_id = node_id
+        self.session, superseded = self.runtime.nodes.attach(node_id, self)
+        if superseded is not None:
+            await superseded.link.close_session(wire.CLOSE_SUPERSEDED)
+        self.keepalive = asyncio.create_task(self._keep_alive(self.session))
+
+    async def disconnect(self, code: int) -> None:
+        if self.keepalive is not None:
+            self.keepalive.cancel()
+        if self.session is not None:
+            self.runtime.nodes.detach(self.session)
+
+    # -- NodeLink ---------------------------------------------------------------------------
+
+    async def send_frame(self, frame: Mapping[str, Any]) -> None:
+        if self.session is None or self.session.closed:
+            raise ConnectionError("session closed")
+        await self.send(text_data=wire.encode(frame))
+
+    async def close_session(self, code: int) -> None:
+        await self.close(code=code)
+
+    # -- frames in ----------------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        session = self.session
+        if session is None or session.closed:
+            return
+        self.last_heard = time.monotonic()
+        try:
+            frame = wire.decode(
+                text_data if text_data is not None else bytes_data or b"",
+                accept=wire.NODE_TO_EDGE,
+            )
+        except wire.FrameError as exc:
+            await self._refuse(exc.code, exc.message, fatal=exc.code == "too_large")
+            return
+        kind = frame["type"]
+        if kind == "run.event":
+            await self._run_event(session, frame)
+        elif kind == "hello":
+            await self._hello(session, frame)
+        elif kind == "config.ack":
+            await self._config_ack(session, frame)
+        elif kind == "provider.health":
+            self._provider_health(frame)
+        elif kind == "ping":
+            await self.send_frame(wire.pong(frame.get("ts")))
+
+    async def _run_event(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
+        run_id = frame["run_id"]
+        if not session.deliver(run_id, frame["event"], frame["data"]):
+            log.warning(
+                "node %s: refused run.event for run %s it does not own", self.node_id, run_id
+            )
+            await self._refuse("unknown_run", f"no run {run_id!r} on this session")
+
+    async def _hello(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
+        if frame["node_id"] != self.node_id or frame["protocol"] != wire.PROTOCOL_VERSION:
+            await self._refuse(
+                "bad_hello",
+                f"hello must name node {self.node_id!r} and protocol {wire.PROTOCOL_VERSION}",
+                fatal=True,
+            )
+            return
+        log.info("node %s: connected (agent %s)", self.node_id, frame["agent_version"])
+        config = self.runtime.config
+        node = config.node(self.node_id)
+        if node is not None:
+            await self.send_frame(wire.config(config.revision, node_canonical(node)))
+
+    async def _config_ack(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
+        if frame.get("refresh_id"):
+            session.resolve_ack(frame)
+        if frame["status"] == "applied":
+            self.runtime.nodes.mark_ready(session, frame["revision"])
+            await record_node_ack(self.node_id, frame["revision"])
+        else:
+            log.error(
+                "node %s: rejected config %s: %s", self.node_id, frame["revision"], frame["error"]
+            )
+
+    def _provider_health(self, frame: Mapping[str, Any]) -> None:
+        node = self.runtime.config.node(self.node_id)
+        own = {p.id for p in node.providers} if node else set()
+        for provider_id, health in frame["providers"].items():
+            if provider_id in own:
+                self.runtime.pool.set_provider_health(provider_id, health["healthy"])
+            else:
+                log.warning("node %s: ignored health of provider %s", self.node_id, provider_id)
+
+    async def _refuse(self, code: str, message: str, fatal: bool = False) -> None:
+        """Answer a bad frame with an `error` frame; repeated abuse closes the session."""
+        self.bad_frames += 1
+        await self.send(text_data=wire.encode(wire.error(code, message)))
+        if fatal or self.bad_frames >= MAX_BAD_FRAMES:
+            log.warning(
+                "node %s: closing after bad frames (%s)", getattr(self, "node_id", "?"), message
+            )
+            await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
+
+    async def _keep_alive(self, session: NodeSession) -> None:
+        """Ping on an interval; a Node silent for three intervals is dropped."""
+        interval = settings.IOP_NODE_PING_INTERVAL_S
+        while not session.closed:
+            await asyncio.sleep(interval)
+            if time.monotonic() - self.last_heard > 3 * interval:
+                log.warning("node %s: no frame for %.0f s, dropping it", self.node_id, 3 * interval)
+                await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
+                self.runtime.nodes.detach(session)
+                return
+            try:
+                await self.send_frame(wire.ping(time.time()))
+            except ConnectionError:
+                return
+
+
+@database_sync_to_async
+def record_node_ack(node_id: str, revision: str) -> None:
+    Node.objects.filter(node_id=node_id).update(
+        last_acked_revision=revision, last_acked_at=timezone.now()
+    )

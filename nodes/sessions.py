@@ -1,0 +1,159 @@
+"""Who is connected: the Edge's Node sessions and the runs each one carries (plain Python).
+
+The websocket consumer owns the socket and hands this module a ``NodeLink``; everything here runs
+on the Edge's event loop, so no locks are needed. The store tells the provider pool when a Node
+becomes ready or goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+NODE_DISCONNECTED = "node_disconnected"
+# Runs recently ended on a session: the Node may still send events it had in flight for them.
+RECENT_RUNS_KEPT = 1024
+
+
+class NodeLink(Protocol):
+    """The socket side of a session, provided by the websocket consumer."""
+
+    async def send_frame(self, frame: Mapping[str, Any]) -> None: ...
+
+    async def close_session(self, code: int) -> None: ...
+
+
+class RunStream:
+    """The events of one run on its way from the Node to the caller, in order."""
+
+    __slots__ = ("_queue", "run_id", "session")
+
+    def __init__(self, run_id: str, session: NodeSession) -> None:
+        self.run_id = run_id
+        self.session = session
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+
+    def push(self, event: str, data: dict[str, Any]) -> None:
+        self._queue.put_nowait((event, data))
+
+    async def next_event(self) -> tuple[str, dict[str, Any]]:
+        return await self._queue.get()
+
+
+class NodeSession:
+    """One websocket connection of one Node."""
+
+    def __init__(self, node_id: str, link: NodeLink) -> None:
+        self.node_id = node_id
+        self.link = link
+        self.ready = False
+        self.acked_revision: str | None = None
+        self.closed = False
+        self.runs: dict[str, RunStream] = {}
+        self._ended: dict[str, None] = {}  # insertion-ordered set, oldest first
+        self.pending_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    def open_run(self, run_id: str) -> RunStream:
+        stream = RunStream(run_id, self)
+        self.runs[run_id] = stream
+        return stream
+
+    def forget_run(self, run_id: str) -> None:
+        if self.runs.pop(run_id, None) is not None:
+            self._ended[run_id] = None
+            if len(self._ended) > RECENT_RUNS_KEPT:
+                del self._ended[next(iter(self._ended))]
+
+    def deliver(self, run_id: str, event: str, data: dict[str, Any]) -> bool:
+        """Hand an event to its run; False when this session never owned that run.
+
+        Events of a run that ended here recently (cancelled, timed out) are dropped quietly.
+        """
+        stream = self.runs.get(run_id)
+        if stream is None:
+            return run_id in self._ended
+        stream.push(event, data)
+        return True
+
+    def expect_ack(self, refresh_id: str) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending_acks[refresh_id] = future
+        return future
+
+    def resolve_ack(self, frame: Mapping[str, Any]) -> bool:
+        future = self.pending_acks.pop(frame.get("refresh_id") or "", None)
+        if future is None or future.done():
+            return False
+        future.set_result(dict(frame))
+        return True
+
+    async def send(self, frame: Mapping[str, Any]) -> None:
+        await self.link.send_frame(frame)
+
+    def fail_everything(self, message: str) -> None:
+        """The session is gone: every run it carried ends with ``node_disconnected``."""
+        self.closed = True
+        self.ready = False
+        for stream in self.runs.values():
+            stream.push("error", {"code": NODE_DISCONNECTED, "message": message})
+        self.runs.clear()
+        for future in self.pending_acks.values():
+            if not future.done():
+                future.set_exception(ConnectionError(message))
+        self.pending_acks.clear()
+
+
+class NodeSessionStore:
+    """The current session of each Node; tells the pool which Nodes are ready."""
+
+    def __init__(self, on_ready_change: Callable[[str, bool], None]) -> None:
+        self._sessions: dict[str, NodeSession] = {}
+        self._on_ready_change = on_ready_change
+
+    def attach(self, node_id: str, link: NodeLink) -> tuple[NodeSession, NodeSession | None]:
+        """Register a new session; return it and the session it supersedes, if any."""
+        old = self._sessions.get(node_id)
+        session = NodeSession(node_id, link)
+        self._sessions[node_id] = session
+        if old is not None:
+            log.info("node %s: new session supersedes the previous one", node_id)
+            self._end(old, "the node opened a newer session")
+        return session, old
+
+    def mark_ready(self, session: NodeSession, revision: str) -> None:
+        if session.closed or self._sessions.get(session.node_id) is not session:
+            return
+        session.acked_revision = revision
+        if not session.ready:
+            session.ready = True
+            log.info("node %s: ready at %s", session.node_id, revision)
+            self._on_ready_change(session.node_id, True)
+
+    def detach(self, session: NodeSession) -> None:
+        """The session's socket closed. Its runs fail; its providers leave the pool."""
+        if self._sessions.get(session.node_id) is session:
+            del self._sessions[session.node_id]
+        if not session.closed:
+            log.info("node %s: disconnected", session.node_id)
+            self._end(session, "the node disconnected")
+
+    def _end(self, session: NodeSession, reason: str) -> None:
+        was_ready = session.ready
+        session.fail_everything(reason)
+        current = self._sessions.get(session.node_id)
+        if was_ready and (current is None or not current.ready):
+            self._on_ready_change(session.node_id, False)
+
+    def get(self, node_id: str) -> NodeSession | None:
+        return self._sessions.get(node_id)
+
+    def ready(self, node_id: str) -> NodeSession | None:
+        session = self._sessions.get(node_id)
+        return session if session is not None and session.ready else None
+
+    def sessions(self) -> list[NodeSession]:
+        return list(self._sessions.values())

@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from edge.config import load_config_text
+from edge.runtime import EdgeRuntime
+from edge.service import DEADLINE_EXCEEDED, RunFailed, open_run
+from nodes.sessions import NODE_DISCONNECTED
+
+
+class FakeLink:
+    def __init__(self) -> None:
+        self.frames: list[dict[str, Any]] = []
+        self.sent = asyncio.Event()
+
+    async def send_frame(self, frame: Any) -> None:
+        self.frames.append(dict(frame))
+        self.sent.set()
+
+    async def close_session(self, code: int) -> None:
+        pass
+
+
+CONFIG = """
+version: 1
+edge: {id: e}
+nodes:
+  - id: node-a
+    token_hash_sha256: "%s"
+    adapters: [{id: echo, type: echo}]
+    providers:
+      - {id: p1, adapter: echo, served_models: [small], capacity: 1}
+models:
+  - {id: m, providers: {p1: small}, generation: {default_max_tokens: 5}}
+""" % ("a" * 64)
+
+
+async def noop_writer(batch: list[Any]) -> None:
+    return None
+
+
+def make_runtime() -> tuple[EdgeRuntime, FakeLink]:
+    runtime = EdgeRuntime(load_config_text(CONFIG), None, noop_writer)
+    link = FakeLink()
+    session, _ = runtime.nodes.attach("node-a", link)
+    runtime.nodes.mark_ready(session, runtime.config.revision)
+    return runtime, link
+
+
+def in_flight(runtime: EdgeRuntime) -> int:
+    return runtime.pool.stats().providers["p1"].in_flight
+
+
+REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+async def test_it_sends_the_run_to_the_leased_node_and_relays_its_events() -> None:
+    runtime, link = make_runtime()
+
+    async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
+        frame = link.frames[-1]
+        assert frame["type"] == "run.request"
+        assert (frame["provider_id"], frame["adapter_id"], frame["target"]) == (
+            "p1",
+            "echo",
+            "small",
+        )
+        assert frame["request"]["model"] == "small"
+        assert in_flight(runtime) == 1
+        run.session.deliver(run.run_id, "delta", {"choices": []})
+        run.session.deliver(
+            run.run_id,
+            "done",
+            {
+                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+                "finish_reason": "stop",
+            },
+        )
+        deltas = [chunk async for chunk in run.deltas()]
+
+    assert deltas == [{"choices": []}]
+    assert run.status == "ok" and run.finish_reason == "stop"
+    assert in_flight(runtime) == 0
+    assert [f["type"] for f in link.frames] == ["run.request"]  # nothing to cancel
+
+
+async def test_it_cancels_the_run_on_the_node_when_the_caller_leaves() -> None:
+    runtime, link = make_runtime()
+
+    async def caller() -> None:
+        async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
+            async for _ in run.deltas():
+                pass
+
+    task = asyncio.create_task(caller())
+    await asyncio.wait_for(link.sent.wait(), 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    run_id = link.frames[0]["run_id"]
+    assert link.frames[-1] == {"type": "run.cancel", "run_id": run_id}
+    assert in_flight(runtime) == 0
+
+
+async def test_it_fails_with_node_disconnected_when_the_node_goes() -> None:
+    runtime, _ = make_runtime()
+
+    with pytest.raises(RunFailed) as failure:
+        async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
+            runtime.nodes.detach(run.session)
+            async for _ in run.deltas():
+                pass
+
+    assert failure.value.code == NODE_DISCONNECTED
+    assert in_flight(runtime) == 0
+
+
+async def test_it_relays_an_upstream_error_with_its_status() -> None:
+    runtime, _ = make_runtime()
+
+    with pytest.raises(RunFailed) as failure:
+        async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
+            run.session.deliver(
+                run.run_id, "error", {"code": "upstream_error", "message": "boom", "status": 500}
+            )
+            async for _ in run.deltas():
+                pass
+
+    assert (failure.value.code, failure.value.upstream_status) == ("upstream_error", 500)
+    assert run.status == "upstream_error"
+    assert in_flight(runtime) == 0
+
+
+async def test_it_gives_up_at_the_deadline_and_cancels_the_run() -> None:
+    runtime, link = make_runtime()
+
+    with pytest.raises(RunFailed) as failure:
+        async with open_run(runtime, "m", REQUEST, 10, timeout_s=0.05) as run:
+            async for _ in run.deltas():
+                pass
+
+    assert failure.value.code == DEADLINE_EXCEEDED
+    assert link.frames[-1]["type"] == "run.cancel"
+    assert in_flight(runtime) == 0
+
+
+async def test_it_fails_when_the_leased_node_is_not_connected() -> None:
+    runtime, _ = make_runtime()
+    session = runtime.nodes.get("node-a")
+    runtime.nodes.detach(session)
+    runtime.pool.set_node_ready("node-a", True)  # the pool still believes it: a race
+
+    with pytest.raises(RunFailed) as failure:
+        async with open_run(runtime, "m", REQUEST, 10, timeout_s=5):
+            pass
+
+    assert failure.value.code == NODE_DISCONNECTED
+    assert in_flight(runtime) == 0
