@@ -88,7 +88,7 @@ def build_config(data: Any) -> EdgeConfig:
     version = fields.integer(root, "version", "")
     if version is not None and version != 1:
         fields.error("version", f"must be 1 (got {show_number(version)})")
-    edge = _edge(fields, root.get("edge", {}))
+    edge = _edge(fields, root["edge"]) if "edge" in root else None
     control_plane = _control_plane(fields, optional_section(root, "control_plane"))
     openai = _openai(fields, optional_section(root, "openai"))
     queue = _queue(fields, optional_section(root, "queue"))

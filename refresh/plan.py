@@ -1,0 +1,95 @@
+"""Planning a refresh (plain Python): validate a candidate, classify it against the running config.
+
+The result has the shape of DESIGN §6; every list is present, `[]` when empty.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from edge.config import ConfigError, EdgeConfig, load_config_text
+from refresh.classify import Classification, classify
+
+Mode = Literal["dry_run", "apply"]
+Status = Literal["no_change", "ok", "applied", "restart_required", "invalid", "stale"]
+
+
+@dataclass
+class RefreshResult:
+    refresh_id: str
+    mode: Mode
+    status: Status
+    base_revision: str
+    candidate_revision: str | None = None
+    classification: Classification = field(default_factory=Classification)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    node_pushes: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "refresh_id": self.refresh_id,
+            "mode": self.mode,
+            "status": self.status,
+            "base_revision": self.base_revision,
+            "candidate_revision": self.candidate_revision,
+            **self.classification.to_dict(),
+            "errors": list(self.errors),
+            "node_pushes": list(self.node_pushes),
+        }
+
+
+@dataclass
+class Plan:
+    """A checked candidate: the result so far and, when usable, the candidate config."""
+
+    result: RefreshResult
+    candidate: EdgeConfig | None
+
+    @property
+    def applicable(self) -> bool:
+        return self.result.status in ("ok", "no_change") and self.candidate is not None
+
+
+def new_refresh_id() -> str:
+    return f"rf-{uuid.uuid4().hex[:16]}"
+
+
+def plan_refresh(
+    running: EdgeConfig,
+    candidate_yaml: str | bytes,
+    *,
+    mode: Mode,
+    base_revision: str | None = None,
+    refresh_id: str | None = None,
+) -> Plan:
+    """Load and classify ``candidate_yaml`` against ``running``; nothing is changed here."""
+    result = RefreshResult(
+        refresh_id=refresh_id or new_refresh_id(),
+        mode=mode,
+        status="ok",
+        base_revision=running.revision,
+    )
+    try:
+        candidate = load_config_text(candidate_yaml)
+    except ConfigError as exc:
+        result.status = "invalid"
+        result.errors = [{"path": i.path, "message": i.message} for i in exc.issues]
+        return Plan(result, None)
+    result.candidate_revision = candidate.revision
+    result.classification = classify(running.canonical, candidate.canonical)
+    if base_revision is not None and base_revision != running.revision:
+        result.status = "stale"
+        result.errors = [
+            {
+                "path": "base_revision",
+                "message": f"the plan was made against {base_revision}, but the running "
+                f"config is now {running.revision}; plan again",
+            }
+        ]
+    elif result.classification.restart_required_paths:
+        result.status = "restart_required"
+    elif not result.classification.changes:
+        result.status = "no_change"
+    return Plan(result, candidate)

@@ -1,0 +1,58 @@
+"""The refresh endpoint's request and result, for validation and the OpenAPI schema."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from edge.config.yaml_source import MAX_CONFIG_BYTES
+
+
+class RefreshRequestSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["dry_run", "apply"])
+    config_yaml = serializers.CharField(
+        required=False,
+        trim_whitespace=False,
+        max_length=MAX_CONFIG_BYTES,
+        help_text="Candidate config; without it the Edge re-reads its config file.",
+    )
+    base_revision = serializers.RegexField(
+        r"^sha256:[0-9a-f]{64}$",
+        required=False,
+        help_text="The revision the plan was made against; a different running one is `stale`.",
+    )
+
+
+class ChangeSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    op = serializers.ChoiceField(choices=["added", "removed", "changed"])
+    old = serializers.JSONField(allow_null=True)
+    new = serializers.JSONField(allow_null=True)
+    apply = serializers.ChoiceField(choices=["live", "restart"])
+
+
+class ErrorSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    message = serializers.CharField()
+
+
+class NodePushSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    status = serializers.ChoiceField(choices=["acked", "rejected", "not_connected", "timeout"])
+    error = serializers.CharField(allow_null=True)
+
+
+class RefreshResultSerializer(serializers.Serializer):
+    refresh_id = serializers.CharField()
+    mode = serializers.ChoiceField(choices=["dry_run", "apply"])
+    status = serializers.ChoiceField(
+        choices=["no_change", "ok", "applied", "restart_required", "invalid", "stale"]
+    )
+    base_revision = serializers.CharField()
+    candidate_revision = serializers.CharField(allow_null=True)
+    changes = ChangeSerializer(many=True)
+    changed_nodes = serializers.ListField(child=serializers.CharField())
+    changed_providers = serializers.ListField(child=serializers.CharField())
+    changed_models = serializers.ListField(child=serializers.CharField())
+    restart_required_paths = serializers.ListField(child=serializers.CharField())
+    errors = ErrorSerializer(many=True)
+    node_pushes = NodePushSerializer(many=True)

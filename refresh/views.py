@@ -1,0 +1,49 @@
+"""`POST /refresh` on the loopback operator listener."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from edge.runtime import get_runtime
+from refresh.actions import run_refresh
+from refresh.permissions import LoopbackOnly
+from refresh.serializers import RefreshRequestSerializer, RefreshResultSerializer
+
+# The HTTP status of each result status: refusals are 4xx so scripts notice them.
+STATUS_CODES = {
+    "no_change": 200,
+    "ok": 200,
+    "applied": 200,
+    "restart_required": 409,
+    "stale": 412,
+    "invalid": 422,
+}
+
+
+class RefreshView(APIView):
+    """Dry-run or apply a candidate config: classify every change live or restart-required."""
+
+    permission_classes = [LoopbackOnly]
+
+    @extend_schema(
+        request=RefreshRequestSerializer,
+        responses={code: RefreshResultSerializer for code in (200, 409, 412, 422)},
+        summary="Dry-run or apply a config refresh",
+    )
+    def post(self, request: Request) -> Response:
+        body = RefreshRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        result = async_to_sync(run_refresh)(
+            get_runtime(),
+            mode=data["mode"],
+            config_yaml=data.get("config_yaml"),
+            base_revision=data.get("base_revision"),
+            requested_by=f"loopback {request.META.get('REMOTE_ADDR')}",
+            request_id=request.headers.get("X-Request-Id", "")[:64],
+        )
+        return Response(result.to_dict(), status=STATUS_CODES[result.status])

@@ -1,0 +1,22 @@
+"""Fixtures of the refresh tests: a runtime installed as the process's Edge."""
+
+from __future__ import annotations
+
+import pytest
+
+from edge.config import load_config_text
+from edge.mirror import import_config
+from edge.runtime import get_runtime, install_runtime, runtime_installed
+from tests.refresh.refresh_helpers import make_runtime
+
+
+@pytest.fixture
+def installed_runtime(tmp_path, db):
+    """A runtime serving `tmp_path/edge.yaml`, installed, with the mirror imported from it."""
+    previous = get_runtime() if runtime_installed() else None
+    runtime = make_runtime(tmp_path)
+    text = runtime.config_path.read_text()
+    import_config(load_config_text(text), text, source="test")
+    install_runtime(runtime)
+    yield runtime
+    install_runtime(previous)
