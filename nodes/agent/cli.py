@@ -127,5 +127,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # The websockets library logs handshake headers at DEBUG, the node's bearer token included.
+    logging.getLogger("websockets").setLevel(max(logging.INFO, logging.getLogger().level))
     asyncio.run(run_agent(NodeAgent(settings, backoff=Backoff(cap_s=args.max_backoff))))
     return 0
