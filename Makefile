@@ -30,7 +30,7 @@ test: setup
 test-postgres: $(VENV)/.installed
 	@if $(PY) scripts/port_open.py 127.0.0.1 5432; then \
 		echo "PostgreSQL answers at 127.0.0.1:5432: running the database tests against it"; \
-		DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest -m django_db; \
+		DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest -m django_db --create-db; \
 	else \
 		echo "No PostgreSQL at 127.0.0.1:5432: skipped the PostgreSQL leg"; \
 	fi

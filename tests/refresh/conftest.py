@@ -11,8 +11,12 @@ from tests.refresh.refresh_helpers import make_runtime
 
 
 @pytest.fixture
-def installed_runtime(tmp_path, db):
-    """A runtime serving `tmp_path/edge.yaml`, installed, with the mirror imported from it."""
+def installed_runtime(tmp_path, transactional_db):
+    """A runtime serving `tmp_path/edge.yaml`, installed, with the mirror imported from it.
+
+    Transactional: the refresh action's database work runs through `database_sync_to_async`,
+    which closes connections left inside a transaction (on PostgreSQL, the test's own).
+    """
     previous = get_runtime() if runtime_installed() else None
     runtime = make_runtime(tmp_path)
     text = runtime.config_path.read_text()
