@@ -32,6 +32,9 @@ class Command(BaseCommand):
         result = bootstrap(Path(options["source"]), config_path, Path.cwd())
         config = result.config
         admin_note = self._ensure_admin(Path(config.edge.bootstrap_path))
+        # Explicit handlers: a shell starting us in the background leaves SIGINT ignored.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _interrupt)
         edge = subprocess.Popen(
             [sys.executable, "manage.py", "run_edge", "--config", str(config_path)]
         )
@@ -88,7 +91,7 @@ class Command(BaseCommand):
         model = config.models[0].id if config.models else "MODEL"
         for token_ref, token in result.new_client_tokens.items():
             self.stdout.write(f"demo client token {token_ref}: {token} (shown once)")
-        token_expr = f'"$(cat {token_file})"' if token_file else "$TOKEN"
+        token_expr = f"$(cat {token_file})" if token_file else "$TOKEN"
         self.stdout.write(
             f"""
 IOP Edge is up: {api} (admin UI http://{config.edge.listen}/admin/)
@@ -107,6 +110,10 @@ Ctrl-C stops the Edge and the Node.
 """
         )
         self.stdout.flush()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _wait_for_port(listen: str, process: subprocess.Popen) -> None:
