@@ -39,42 +39,56 @@ class RunFailed(Exception):
 
 
 class ActiveRun:
-    """A run in flight on a Node. Iterate ``events()`` for deltas; ``outcome`` says how it ended."""
+    """A run in flight on a Node: iterate its deltas; ``status`` says how it ended."""
 
-    def __init__(self, lease: Lease, session: NodeSession, deadline: float) -> None:
+    def __init__(self, lease: Lease, session: NodeSession) -> None:
         self.lease = lease
         self.session = session
-        self.deadline = deadline
         self.run_id = f"run-{_run_prefix}-{next(_run_ids)}"
         self.stream: RunStream = session.open_run(self.run_id)
-        self.started = time.monotonic()
         self.finished = False
         self.usage: dict[str, int] | None = None
         self.finish_reason: str | None = None
         self.status = "cancelled"
 
-    async def deltas(self) -> AsyncIterator[dict[str, Any]]:
-        """The Node's chat.completion.chunk dicts; returns after `done`, raises RunFailed."""
+    async def delta_batches(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """The Node's chat.completion.chunk dicts, as many at a time as have arrived.
+
+        Returns after `done`; raises RunFailed on an error, the Node's or the deadline's.
+        Handing over what has already arrived in one go lets the caller write it in one send.
+        """
         while True:
-            remaining = self.deadline - time.monotonic()
-            try:
-                async with asyncio.timeout(remaining):
-                    event, data = await self.stream.next_event()
-            except TimeoutError:
-                self.status = DEADLINE_EXCEEDED
-                raise RunFailed(DEADLINE_EXCEEDED, "the run did not finish in time") from None
-            if event == "delta":
-                yield data
-            elif event == "done":
-                self.finished = True
-                self.usage = data["usage"]
-                self.finish_reason = data["finish_reason"]
-                self.status = "ok"
+            events = [await self.stream.next_event(), *self.stream.drain()]
+            batch = []
+            for event, data in events:
+                if event == "delta":
+                    batch.append(data)
+                    continue
+                if batch:
+                    yield batch
+                self._end(event, data)
                 return
-            else:
-                self.finished = True
-                self.status = data["code"]
-                raise RunFailed(data["code"], data["message"], data.get("status"))
+            yield batch
+
+    async def deltas(self) -> AsyncIterator[dict[str, Any]]:
+        """The same, one chunk at a time."""
+        async for batch in self.delta_batches():
+            for chunk in batch:
+                yield chunk
+
+    def _end(self, event: str, data: dict[str, Any]) -> None:
+        if event == DEADLINE_EXCEEDED:
+            # The Edge gives up; the Node's run is still going and gets cancelled.
+            self.status = DEADLINE_EXCEEDED
+            raise RunFailed(DEADLINE_EXCEEDED, "the run did not finish in time")
+        self.finished = True
+        if event == "done":
+            self.usage = data["usage"]
+            self.finish_reason = data["finish_reason"]
+            self.status = "ok"
+            return
+        self.status = data["code"]
+        raise RunFailed(data["code"], data["message"], data.get("status"))
 
 
 @asynccontextmanager
@@ -89,14 +103,17 @@ async def open_run(
 
     The caller iterates ``run.deltas()`` inside the block; leaving the block ends the run.
     """
-    deadline = time.monotonic() + timeout_s
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
     lease = await runtime.pool.acquire(model, estimated_input_tokens)
     run: ActiveRun | None = None
     try:
         session = runtime.nodes.ready(lease.node_id)
         if session is None:
             raise RunFailed(NODE_DISCONNECTED, f"node {lease.node_id} is not connected")
-        run = ActiveRun(lease, session, deadline)
+        run = ActiveRun(lease, session)
+        # One timer per run: at the deadline the run's own stream says so.
+        deadline_timer = loop.call_at(deadline, run.stream.push, DEADLINE_EXCEEDED, {})
         body = dict(request, model=lease.served_model)
         frame = wire.run_request(
             run.run_id,
@@ -104,7 +121,7 @@ async def open_run(
             lease.adapter_id,
             lease.served_model,
             body,
-            time.time() + (deadline - time.monotonic()),
+            time.time() + (deadline - loop.time()),
         )
         try:
             await session.send(frame)
@@ -113,6 +130,7 @@ async def open_run(
         yield run
     finally:
         if run is not None:
+            deadline_timer.cancel()
             run.session.forget_run(run.run_id)
             if not run.finished and not run.session.closed:
                 await _cancel_quietly(run)

@@ -43,6 +43,13 @@ class RunStream:
     async def next_event(self) -> tuple[str, dict[str, Any]]:
         return await self._queue.get()
 
+    def drain(self) -> list[tuple[str, dict[str, Any]]]:
+        """The events that have already arrived, without waiting."""
+        events = []
+        while not self._queue.empty():
+            events.append(self._queue.get_nowait())
+        return events
+
 
 class NodeSession:
     """One websocket connection of one Node."""

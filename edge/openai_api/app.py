@@ -238,14 +238,16 @@ async def _stream(exchange: Exchange, request: ChatRequest, run: ActiveRun, send
     completion_id = f"chatcmpl-{exchange.request_id}"
     started = False
     try:
-        async for chunk in run.deltas():
+        async for batch in run.delta_batches():
             if not started:
                 # Held back until the first token: a run failing before it gets a real status.
                 start = SSE_HEADERS + exchange.headers
                 await send({"type": "http.response.start", "status": 200, "headers": start})
                 started = True
-            chunk["id"], chunk["model"] = completion_id, request.model
-            await send({"type": "http.response.body", "body": sse_event(chunk), "more_body": True})
+            for chunk in batch:
+                chunk["id"], chunk["model"] = completion_id, request.model
+            body = b"".join(map(sse_event, batch))
+            await send({"type": "http.response.body", "body": body, "more_body": True})
     except RunFailed as failure:
         if not started:
             raise
