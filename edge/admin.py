@@ -8,12 +8,12 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.http import HttpRequest
 from django.utils import timezone
 
-from edge.admin_mixins import ConfigMirrorAdmin
+from edge.admin_mixins import ReadOnlyAdmin
 from edge.models import ConfigRevision, PrincipalToken, UsageRecord
 
 
 @admin.register(PrincipalToken)
-class PrincipalTokenAdmin(ConfigMirrorAdmin):
+class PrincipalTokenAdmin(ReadOnlyAdmin):
     list_display = ("token_ref", "principal_ref", "alias", "short_hash")
     list_filter = ("principal_ref",)
     search_fields = ("token_ref", "principal_ref", "alias")
@@ -24,7 +24,7 @@ class PrincipalTokenAdmin(ConfigMirrorAdmin):
 
 
 @admin.register(ConfigRevision)
-class ConfigRevisionAdmin(ConfigMirrorAdmin):
+class ConfigRevisionAdmin(ReadOnlyAdmin):
     list_display = ("revision", "active", "source", "created_at")
     list_filter = ("active", "created_at")
     search_fields = ("revision", "source")
@@ -58,7 +58,7 @@ class PeriodFilter(admin.SimpleListFilter):
 
 
 @admin.register(UsageRecord)
-class UsageRecordAdmin(admin.ModelAdmin):
+class UsageRecordAdmin(ReadOnlyAdmin):
     """Usage rows, read-only, with sums per principal and per token_ref over the filtered rows."""
 
     list_display = (
@@ -87,15 +87,6 @@ class UsageRecordAdmin(admin.ModelAdmin):
     search_fields = ("request_id", "principal_ref", "token_ref", "alias", "model")
     date_hierarchy = "created_at"
     readonly_fields = [f.name for f in UsageRecord._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
         response = super().changelist_view(request, extra_context)

@@ -1,4 +1,4 @@
-"""Admin behaviour shared by the config mirror: rows come from the YAML, so they are read-only."""
+"""Read-only admin: mirror rows come from the YAML, records and usage are history."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 
-class ConfigMirrorAdmin(admin.ModelAdmin):
-    """Browse and search mirror rows; change them by editing the config and refreshing."""
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Browse, search and filter; nothing is added, changed or deleted here.
+
+    Mirror rows change by editing the config and refreshing; records and usage are never edited.
+    """
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from edge.admin_mixins import ConfigMirrorAdmin, ReadOnlyInline
+from edge.admin_mixins import ReadOnlyAdmin, ReadOnlyInline
 from nodes.models import Adapter, Node
 
 
@@ -13,7 +13,7 @@ class AdapterInline(ReadOnlyInline):
 
 
 @admin.register(Node)
-class NodeAdmin(ConfigMirrorAdmin):
+class NodeAdmin(ReadOnlyAdmin):
     list_display = ("node_id", "alias", "concurrency", "acked_revision", "last_acked_at")
     search_fields = ("node_id", "alias", "last_acked_revision")
     # The last two are written by the Edge when the Node acks a config, never by the YAML.
@@ -35,7 +35,7 @@ class NodeAdmin(ConfigMirrorAdmin):
 
 
 @admin.register(Adapter)
-class AdapterAdmin(ConfigMirrorAdmin):
+class AdapterAdmin(ReadOnlyAdmin):
     list_display = ("adapter_id", "node", "type")
     list_filter = ("type", "node")
     list_select_related = ("node",)

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from edge.admin_mixins import ConfigMirrorAdmin, ReadOnlyInline
+from edge.admin_mixins import ReadOnlyAdmin, ReadOnlyInline
 from providers.models import CatalogModel, Provider, Route
 
 
 @admin.register(Provider)
-class ProviderAdmin(ConfigMirrorAdmin):
+class ProviderAdmin(ReadOnlyAdmin):
     list_display = (
         "provider_id",
         "node",
@@ -31,7 +31,7 @@ class RouteInline(ReadOnlyInline):
 
 
 @admin.register(CatalogModel)
-class CatalogModelAdmin(ConfigMirrorAdmin):
+class CatalogModelAdmin(ReadOnlyAdmin):
     list_display = ("model_id", "default_max_tokens", "max_tokens_limit", "route_count")
     search_fields = ("model_id", "routes__provider__provider_id")
     inlines = [RouteInline]
@@ -42,7 +42,7 @@ class CatalogModelAdmin(ConfigMirrorAdmin):
 
 
 @admin.register(Route)
-class RouteAdmin(ConfigMirrorAdmin):
+class RouteAdmin(ReadOnlyAdmin):
     list_display = ("model", "provider", "served_model")
     list_filter = ("model", "provider")
     list_select_related = ("model", "provider")

@@ -19,6 +19,7 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_POST
 
+from edge.admin_mixins import ReadOnlyAdmin
 from edge.runtime import get_runtime, runtime_installed
 from refresh.actions import run_refresh
 from refresh.classify import format_summary
@@ -27,7 +28,7 @@ from refresh.report import changes_of, outcome, render_value, short_revision
 
 
 @admin.register(RefreshRecord)
-class RefreshRecordAdmin(admin.ModelAdmin):
+class RefreshRecordAdmin(ReadOnlyAdmin):
     list_display = (
         "refresh_id",
         "mode",
@@ -73,15 +74,6 @@ class RefreshRecordAdmin(admin.ModelAdmin):
         "applied_from",
         "applied_by",
     )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="candidate", ordering="candidate_revision")
     def candidate_short(self, record: RefreshRecord) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from edge.config import ConfigError, load_config_file
+from edge.management.config_file import read_config_or_exit
 
 
 class Command(BaseCommand):
@@ -18,11 +18,6 @@ class Command(BaseCommand):
         parser.add_argument("path", help="the YAML config file to check")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            config = load_config_file(options["path"])
-        except ConfigError as exc:
-            for issue in exc.issues:
-                self.stderr.write(str(issue))
-            sys.exit(1)
+        _, config = read_config_or_exit(Path(options["path"]), self.stderr)
         self.stdout.write(f"revision {config.revision}")
         self.stdout.write(f"valid: {config.summary()}")

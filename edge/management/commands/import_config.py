@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from edge.config import ConfigError, load_config_text
+from edge.management.config_file import read_config_or_exit
 from edge.mirror import import_config
 
 
@@ -23,16 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["path"])
-        try:
-            text = path.read_text(encoding="utf-8")
-            config = load_config_text(text)
-        except (OSError, UnicodeDecodeError) as exc:
-            self.stderr.write(f"cannot read {path}: {exc}")
-            sys.exit(1)
-        except ConfigError as exc:
-            for issue in exc.issues:
-                self.stderr.write(str(issue))
-            sys.exit(1)
+        text, config = read_config_or_exit(path, self.stderr)
         dry_run = options["dry_run"]
         report = import_config(config, text, source=f"import_config {path}", dry_run=dry_run)
         for line in report.lines():

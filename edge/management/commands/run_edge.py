@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from edge.config import ConfigError, load_config_text
+from edge.management.config_file import read_config_or_exit
 from edge.mirror import import_config
 from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
@@ -32,16 +31,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["config"])
-        try:
-            text = path.read_text(encoding="utf-8")
-            config = load_config_text(text)
-        except OSError as exc:
-            self.stderr.write(f"cannot read {path}: {exc.strerror}")
-            sys.exit(1)
-        except ConfigError as exc:
-            for issue in exc.issues:
-                self.stderr.write(str(issue))
-            sys.exit(1)
+        text, config = read_config_or_exit(path, self.stderr)
         report = import_config(config, text, source=f"run_edge {path}")
         if report.changed:
             self.stdout.write(f"mirror synced to {config.revision} ({len(report.lines())} changes)")
