@@ -39,9 +39,14 @@ def serves_openai_api(listener: str) -> bool:
     return listener == (OPENAI if get_runtime().config.openai.listen else PUBLIC)
 
 
+# Twisted listens with a backlog of 50: a burst of new connections overflows it and the kernel
+# retries the handshakes only after 1 s and 3 s.
+LISTEN_BACKLOG = 1024
+
+
 def daphne_endpoint(listen: str) -> str:
     """A `host:port` as a Twisted endpoint string (IPv6 colons escaped)."""
     host, port = listen_host(listen), _port(listen)
-    if ":" in host:
-        return f"tcp6:port={port}:interface={host.replace(':', chr(92) + ':')}"
-    return f"tcp:port={port}:interface={host}"
+    kind = "tcp6" if ":" in host else "tcp"
+    interface = host.replace(":", "\\:")
+    return f"{kind}:port={port}:interface={interface}:backlog={LISTEN_BACKLOG}"

@@ -86,9 +86,14 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'iop_edge.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Writes come from several threads (admin, metering): wait for the lock instead of failing,
-    # and use WAL so a metering batch commits without an fsync per transaction.
+    # and use WAL so a metering batch commits without an fsync per transaction. Transactions
+    # take the write lock when they begin: a deferred one that reads first (a refresh's mirror
+    # sync) cannot upgrade once another writer has committed since, and SQLite fails it at once
+    # with "database is locked" instead of waiting out the timeout.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        timeout=20, init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+        timeout=20,
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        transaction_mode="IMMEDIATE",
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
