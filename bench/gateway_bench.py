@@ -220,6 +220,7 @@ def measure(stack: Stack, seconds: float, unloaded_requests: int) -> dict:
         "direct_stream_unloaded": load(direct, STREAM_BODY, 1, 30, unloaded_requests),
         "edge_stream_unloaded": load(edge, STREAM_BODY, 1, 30, unloaded_requests),
     }
+    time.sleep(1.5)  # resident memory once the run has settled, as an operator would see it
     results["rss"] = {"edge": rss_mb(stack.edge.pid), "node": rss_mb(stack.node.pid)}
     return results
 

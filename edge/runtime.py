@@ -16,6 +16,7 @@ from pathlib import Path
 from edge.config import EdgeConfig
 from edge.config.schema import Model, PrincipalToken
 from edge.dispatch import ProviderPool, snapshot_from_config
+from edge.memory import return_free_memory
 from edge.usage import Usage, UsageRecorder
 from nodes.sessions import NodeSessionStore
 
@@ -34,7 +35,7 @@ class EdgeRuntime:
         self.started_at = time.time()
         self.pool = ProviderPool(snapshot_from_config(config))
         self.nodes = NodeSessionStore(self.pool.set_node_ready)
-        self.usage = UsageRecorder(write_usage)
+        self.usage = UsageRecorder(write_usage, on_quiet=return_free_memory)
         self.refresh_lock = asyncio.Lock()  # refreshes are serialized
         self.principals: Mapping[str, PrincipalToken] = _principals(config)
         self.models: Mapping[str, Model] = _models(config)

@@ -39,8 +39,14 @@ class Usage:
 class UsageRecorder:
     """Collects usage on the event loop and hands batches to ``write`` (a database writer)."""
 
-    def __init__(self, write: Callable[[list[Usage]], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        write: Callable[[list[Usage]], Awaitable[None]],
+        on_quiet: Callable[[], None] | None = None,
+    ) -> None:
         self._write = write
+        # Called once when traffic stops: the first flush interval with nothing to write.
+        self._on_quiet = on_quiet
         self._pending: list[Usage] = []
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -71,8 +77,15 @@ class UsageRecorder:
                 log.exception("usage: could not write %d records", len(batch))
 
     async def _run(self) -> None:
+        busy = False
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), FLUSH_INTERVAL_S)
             self._wake.clear()
-            await self.flush()
+            if self._pending:
+                busy = True
+                await self.flush()
+            elif busy:
+                busy = False
+                if self._on_quiet is not None:
+                    self._on_quiet()
