@@ -6,12 +6,19 @@ returned.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from edge.config import formats
 from edge.config.canonical import build_canonical, revision_of
+from edge.config.cross_checks import (
+    as_list,
+    check_duplicates,
+    check_listener_ports,
+    check_references,
+    check_unique_ids,
+    declared_ids,
+)
 from edge.config.errors import ConfigError
 from edge.config.fields import Fields, join, show_number
 from edge.config.schema import (
@@ -102,15 +109,15 @@ def build_config(data: Any) -> EdgeConfig:
         for index, raw in enumerate(fields.sequence(root, "models", ""))
         if (model := _model(fields, raw, item_path("models", raw, index))) is not None
     )
-    _check_unique_ids(fields, nodes, models, openai)
-    _check_listener_ports(fields, edge, openai)
+    check_unique_ids(fields, nodes, models, openai)
+    check_listener_ports(fields, edge, openai)
     declared_providers = {
         ident
-        for raw_node in _as_list(root.get("nodes"))
+        for raw_node in as_list(root.get("nodes"))
         if isinstance(raw_node, dict)
-        for ident in _declared_ids(raw_node.get("providers"))
+        for ident in declared_ids(raw_node.get("providers"))
     }
-    _check_references(fields, nodes, models, declared_providers)
+    check_references(fields, nodes, models, declared_providers)
     if fields.issues or edge is None or openai is None or queue is None:
         raise ConfigError(fields.issues)
     canonical = build_canonical(version, edge, control_plane, openai, queue, nodes, models)
@@ -271,10 +278,10 @@ def _node(fields: Fields, raw: Any, path: str, queue: QueueDefaults | None) -> N
             )
         )
     ]
-    _check_duplicates(fields, f"{path}.adapters", [a.id for a in adapters], "adapter id")
+    check_duplicates(fields, f"{path}.adapters", [a.id for a in adapters], "adapter id")
     adapter_ids = {a.id for a in adapters}
     # An adapter that is declared but invalid has its own error already.
-    declared_adapters = _declared_ids(data.get("adapters"))
+    declared_adapters = declared_ids(data.get("adapters"))
     for provider in providers:
         if provider.adapter not in declared_adapters:
             fields.error(
@@ -383,7 +390,7 @@ def _served_models(fields: Fields, data: dict, path: str) -> tuple[str, ...] | N
             fields.error(f"{key_path}[{index}]", f"must be {formats.SERVED_NAME_EXPECTED}")
             return None
         names.append(name)
-    _check_duplicates(fields, key_path, names, "served model")
+    check_duplicates(fields, key_path, names, "served model")
     return tuple(sorted(set(names)))
 
 
@@ -436,99 +443,3 @@ def _generation(fields: Fields, raw: Any, path: str) -> Generation | None:
         )
         return None
     return Generation(default, limit)
-
-
-def _check_duplicates(fields: Fields, path: str, values: list[str], what: str) -> None:
-    for value, count in Counter(values).items():
-        if count > 1:
-            fields.error(f"{path}[{value}]", f"duplicate {what} '{value}' ({count} times)")
-
-
-def _check_unique_ids(
-    fields: Fields, nodes: tuple[Node, ...], models: tuple[Model, ...], openai: OpenAISection | None
-) -> None:
-    _check_duplicates(fields, "nodes", [n.id for n in nodes], "node id")
-    _check_duplicates(fields, "models", [m.id for m in models], "model id")
-    tokens = openai.principal_tokens if openai else ()
-    _check_duplicates(fields, "openai.principal_tokens", [t.token_ref for t in tokens], "token_ref")
-    _report_reuse(
-        fields,
-        [(f"nodes[{n.id}].alias", n.alias) for n in nodes if n.alias],
-        "node alias '{value}' is already used at {first}",
-    )
-    _report_reuse(
-        fields,
-        [(f"nodes[{n.id}].providers[{p.id}]", p.id) for n in nodes for p in n.providers],
-        "provider id '{value}' is already used at {first}; provider ids are unique across nodes",
-    )
-    _report_reuse(
-        fields,
-        [
-            (f"openai.principal_tokens[{t.token_ref}].token_hash_sha256", t.token_hash_sha256)
-            for t in tokens
-        ]
-        + [(f"nodes[{n.id}].token_hash_sha256", n.token_hash_sha256) for n in nodes],
-        "this hash is already used at {first}; every node and principal token needs its own token",
-    )
-
-
-def _check_listener_ports(
-    fields: Fields, edge: EdgeSection | None, openai: OpenAISection | None
-) -> None:
-    """Listeners are told apart by port, so each needs its own."""
-    places = []
-    if edge is not None:
-        places += [("edge.listen", edge.listen), ("edge.admin_listen", edge.admin_listen)]
-    if openai is not None and openai.listen:
-        places.append(("openai.listen", openai.listen))
-    _report_reuse(
-        fields,
-        [(path, listen.rpartition(":")[2]) for path, listen in places],
-        "port {value} is already used by {first}; each listener needs its own port",
-    )
-
-
-def _report_reuse(fields: Fields, places: list[tuple[str, str]], message: str) -> None:
-    """Report every place whose value an earlier place already uses."""
-    first: dict[str, str] = {}
-    for path, value in places:
-        if value in first:
-            fields.error(path, message.format(value=value, first=first[value]))
-        else:
-            first[value] = path
-
-
-def _check_references(
-    fields: Fields,
-    nodes: tuple[Node, ...],
-    models: tuple[Model, ...],
-    declared_providers: set[str],
-) -> None:
-    providers = {p.id: p for n in nodes for p in n.providers}
-    for model in models:
-        for provider_id, served in model.providers.items():
-            path = f"models[{model.id}].providers[{provider_id}]"
-            provider = providers.get(provider_id)
-            if provider is None and provider_id in declared_providers:
-                continue  # declared but invalid: reported where it is declared
-            if provider is None:
-                fields.error(path, f"names provider '{provider_id}', which no node defines")
-            elif served not in provider.served_models:
-                fields.error(
-                    path,
-                    f"served model '{served}' is not in that provider's served_models "
-                    f"({', '.join(provider.served_models)})",
-                )
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _declared_ids(raw_items: Any) -> set[str]:
-    """The ids a raw list declares, valid or not: a reference to one is not dangling."""
-    return {
-        item["id"]
-        for item in _as_list(raw_items)
-        if isinstance(item, dict) and isinstance(item.get("id"), str)
-    }
