@@ -183,47 +183,42 @@ class NodeSession:
             await self._send(wire.run_error(run_id, wire.ERROR_BAD_REQUEST, str(exc)))
             return
         registry.begin_run()
-        self._runs[run_id] = asyncio.create_task(
-            self._serve_run(frame, registry, adapter), name=f"run {run_id}"
-        )
+        task = asyncio.create_task(self._serve_run(frame, adapter), name=f"run {run_id}")
+        self._runs[run_id] = task
+        # A callback, not a `finally`: a task cancelled before its first step never runs its body.
+        task.add_done_callback(lambda _: self._run_ended(run_id, registry))
 
-    async def _serve_run(
-        self, frame: wire.RunRequest, registry: Registry, adapter: Adapter
-    ) -> None:
+    def _run_ended(self, run_id: str, registry: Registry) -> None:
+        self._runs.pop(run_id, None)
+        registry.end_run()
+
+    async def _serve_run(self, frame: wire.RunRequest, adapter: Adapter) -> None:
         run_id = frame["run_id"]
         # The deadline is wall-clock (it crossed machines); the timeout runs on the loop clock.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (frame["deadline"] - time.time())
         try:
-            try:
-                async with (
-                    asyncio.timeout_at(deadline),
-                    contextlib.aclosing(
-                        adapter.stream(frame["request"], frame["target"])
-                    ) as events,
-                ):
-                    async for event in events:
-                        if isinstance(event, Delta):
-                            await self._send(wire.run_delta(run_id, event.chunk))
-                        else:
-                            await self._send(
-                                wire.run_done(run_id, event.usage, event.finish_reason)
-                            )
-                return
-            except AdapterError as exc:
-                error = wire.run_error(run_id, exc.code, exc.message, exc.status)
-            except TimeoutError:
-                error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
-            except ConnectionClosed:
-                return  # the Edge already failed this run when the session dropped
-            except Exception as exc:
-                logger.exception("run %s failed in adapter %s", run_id, adapter.id)
-                error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
-            with contextlib.suppress(ConnectionClosed):
-                await self._send(error)
-        finally:
-            self._runs.pop(run_id, None)
-            registry.end_run()
+            async with (
+                asyncio.timeout_at(deadline),
+                contextlib.aclosing(adapter.stream(frame["request"], frame["target"])) as events,
+            ):
+                async for event in events:
+                    if isinstance(event, Delta):
+                        await self._send(wire.run_delta(run_id, event.chunk))
+                    else:
+                        await self._send(wire.run_done(run_id, event.usage, event.finish_reason))
+            return
+        except AdapterError as exc:
+            error = wire.run_error(run_id, exc.code, exc.message, exc.status)
+        except TimeoutError:
+            error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
+        except ConnectionClosed:
+            return  # the Edge already failed this run when the session dropped
+        except Exception as exc:
+            logger.exception("run %s failed in adapter %s", run_id, adapter.id)
+            error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
+        with contextlib.suppress(ConnectionClosed):
+            await self._send(error)
 
     async def _wait_for_runs(self, grace_s: float) -> None:
         if not self._runs:

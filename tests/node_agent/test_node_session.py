@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nodes import wire
-from nodes.agent.session import AGENT_VERSION
+from nodes.agent.session import AGENT_VERSION, NodeSession
 
 
 async def test_it_presents_its_credentials_and_says_hello(edge: Any, start_agent: Any) -> None:
@@ -216,3 +216,31 @@ async def test_it_logs_an_error_frame_from_the_edge(
         await connection.send(wire.error("unknown_run", "no run 'r9' on this session"))
         logged = await agent_log.wait_for("edge refused a frame")
     assert logged == "edge refused a frame: unknown_run: no run 'r9' on this session"
+
+
+class RecordingSocket:
+    """Just enough of a websocket for driving a NodeSession's frame handler directly."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    async def send(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+
+async def test_a_run_cancelled_before_it_starts_still_lets_its_registry_drain(
+    fakes: Any, gated: Any
+) -> None:
+    session = NodeSession(RecordingSocket(), "node-a", adapter_factory=gated)
+    await session._handle(wire.encode(wire.config("rev-1", fakes.gated_node())))
+    old_adapter = gated.built[0]
+
+    # Frames already buffered are handled in one loop turn: the cancel lands before the run's
+    # task has taken its first step.
+    await session._handle(wire.encode(fakes.gated_run("r1")))
+    await session._handle(wire.encode(wire.run_cancel("r1")))
+    await session._handle(wire.encode(wire.config_refresh("rf", "rev-2", fakes.gated_node())))
+
+    await fakes.wait(old_adapter.closed)  # nothing holds the old registry any more
+    assert session._runs == {}
+    await session._shutdown()
