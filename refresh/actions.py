@@ -23,6 +23,7 @@ from edge.mirror import import_config
 from edge.models import ConfigRevision
 from edge.runtime import EdgeRuntime
 from nodes import wire
+from nodes.sessions import NodeSession
 from refresh.classify import node_configs_changed
 from refresh.models import RefreshRecord
 from refresh.plan import Mode, Plan, RefreshResult, plan_refresh
@@ -128,36 +129,48 @@ def _replace(path: Path, text: str) -> None:
 async def _push(
     runtime: EdgeRuntime, previous: EdgeConfig, candidate: EdgeConfig, refresh_id: str
 ) -> list[dict[str, Any]]:
-    """Send each changed Node its new config and collect the acks, concurrently."""
-    node_ids = node_configs_changed(previous.canonical, candidate.canonical)
-    pushes = await asyncio.gather(
-        *(_push_one(runtime, candidate, node_id, refresh_id) for node_id in node_ids)
-    )
-    return list(pushes)
+    """Send each changed Node its new config, then collect the acks concurrently.
+
+    Called right after the swap: the frames are written back to back, before any other coroutine
+    runs (sending to a session does not suspend). A session's frames arrive in order and a Node
+    applies `config.refresh` before it reads its next frame, so every run routed by the old
+    snapshot reaches a Node ahead of its new config and every run routed by the new one after it.
+    """
+    pushes: dict[str, dict[str, Any]] = {}
+    waiting = []
+    for node_id in node_configs_changed(previous.canonical, candidate.canonical):
+        session, node = runtime.nodes.get(node_id), candidate.node(node_id)
+        pushes[node_id] = {"node": node_id, "status": "not_connected", "error": None}
+        if session is None or session.closed or node is None:
+            continue
+        ack = session.expect_ack(refresh_id)
+        try:
+            await session.send(
+                wire.config_refresh(refresh_id, candidate.revision, node_canonical(node))
+            )
+        except ConnectionError:
+            continue
+        waiting.append(_await_ack(session, ack, refresh_id, pushes[node_id]))
+    await asyncio.gather(*waiting)
+    return list(pushes.values())
 
 
-async def _push_one(
-    runtime: EdgeRuntime, candidate: EdgeConfig, node_id: str, refresh_id: str
-) -> dict[str, Any]:
-    session = runtime.nodes.get(node_id)
-    node = candidate.node(node_id)
-    if session is None or session.closed or node is None:
-        return {"node": node_id, "status": "not_connected", "error": None}
-    ack_future = session.expect_ack(refresh_id)
+async def _await_ack(
+    session: NodeSession, ack: asyncio.Future[dict[str, Any]], refresh_id: str, push: dict
+) -> None:
     try:
-        await session.send(
-            wire.config_refresh(refresh_id, candidate.revision, node_canonical(node))
-        )
         async with asyncio.timeout(settings.IOP_REFRESH_ACK_TIMEOUT_S):
-            ack = await ack_future
+            frame = await ack
     except TimeoutError:
         session.pending_acks.pop(refresh_id, None)
-        return {"node": node_id, "status": "timeout", "error": None}
+        push["status"] = "timeout"
+        return
     except ConnectionError:
-        return {"node": node_id, "status": "not_connected", "error": None}
-    if ack["status"] != "applied":
-        return {"node": node_id, "status": "rejected", "error": ack.get("error")}
-    return {"node": node_id, "status": "acked", "error": None}
+        return  # the session went away: not_connected
+    if frame["status"] == "applied":
+        push["status"] = "acked"
+    else:
+        push.update(status="rejected", error=frame.get("error"))
 
 
 @database_sync_to_async
