@@ -26,7 +26,7 @@ from nodes import wire
 from nodes.sessions import NodeSession
 from refresh.classify import node_configs_changed
 from refresh.models import RefreshRecord
-from refresh.plan import Mode, Plan, RefreshResult, plan_refresh
+from refresh.plan import Mode, Plan, RefreshResult, new_refresh_id, plan_refresh
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,23 @@ async def run_refresh(
 ) -> RefreshResult:
     """Dry-run or apply a candidate config (the config file when ``config_yaml`` is None)."""
     async with runtime.refresh_lock:
-        if config_yaml is None:
-            config_yaml = await asyncio.to_thread(_read_config_file, runtime)
-        plan = plan_refresh(runtime.config, config_yaml, mode=mode, base_revision=base_revision)
-        if mode == "apply" and plan.applicable:
-            await _apply(runtime, plan, config_yaml)
-        result = plan.result
+        try:
+            if config_yaml is None:
+                config_yaml = await asyncio.to_thread(_read_config_file, runtime)
+        except (OSError, UnicodeDecodeError) as exc:
+            config_yaml = ""
+            result = RefreshResult(
+                refresh_id=new_refresh_id(),
+                mode=mode,
+                status="invalid",
+                base_revision=runtime.config.revision,
+                errors=[{"path": "config_file", "message": f"cannot read the config file: {exc}"}],
+            )
+        else:
+            plan = plan_refresh(runtime.config, config_yaml, mode=mode, base_revision=base_revision)
+            if mode == "apply" and plan.applicable:
+                await _apply(runtime, plan, config_yaml)
+            result = plan.result
         await _record(result, config_yaml, requested_by, user_id, request_id, applied_from)
         log.info(
             "refresh %s (%s) by %s: %s, %d changes",

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from edge.config.schema import PrincipalToken
 from edge.dispatch import DispatchError, estimate_input_tokens
+from edge.openai_api.assemble import assemble_message
 from edge.openai_api.errors import APIError
 from edge.openai_api.requests import (
     ChatRequest,
@@ -209,12 +210,7 @@ def _finish_usage(exchange: Exchange, run: ActiveRun) -> dict[str, int]:
 
 
 async def _complete(exchange: Exchange, request: ChatRequest, run: ActiveRun, send: Send) -> None:
-    parts = []
-    async for chunk in run.deltas():
-        for choice in chunk.get("choices") or ():
-            content = (choice.get("delta") or {}).get("content")
-            if content:
-                parts.append(content)
+    message = assemble_message([chunk async for chunk in run.deltas()])
     usage = _finish_usage(exchange, run)
     body = {
         "id": f"chatcmpl-{exchange.request_id}",
@@ -224,7 +220,7 @@ async def _complete(exchange: Exchange, request: ChatRequest, run: ActiveRun, se
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": "".join(parts)},
+                "message": message,
                 "finish_reason": run.finish_reason,
                 "logprobs": None,
             }

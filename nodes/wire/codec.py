@@ -39,6 +39,11 @@ def _is_id(value: Any) -> bool:
     return type(value) is str and value != ""
 
 
+# Bounds that keep a Node's numbers inside the metering columns.
+MAX_TOKEN_COUNT = 2**31 - 1
+MAX_ERROR_CODE_CHARS = 64
+
+
 def _is_int(value: Any) -> bool:
     return type(value) is int  # bool is an int subclass; a JSON true is not a count
 
@@ -201,14 +206,16 @@ def _check_run_event(event: str, data: dict[str, Any]) -> None:
         if type(usage) is not dict:
             raise _bad("run.event", "data.usage", "an object")
         for name in _USAGE_FIELDS:
-            if not _is_int(usage.get(name)):
-                raise _bad("run.event", f"data.usage.{name}", "an integer")
+            count = usage.get(name)
+            if not _is_int(count) or not 0 <= count <= MAX_TOKEN_COUNT:
+                raise _bad("run.event", f"data.usage.{name}", "a token count (0 to 2**31 - 1)")
         if not _is_str(data.get("finish_reason")):
             raise _bad("run.event", "data.finish_reason", "a string")
         return
     if event == "error":
-        if not _is_id(data.get("code")):
-            raise _bad("run.event", "data.code", "a non-empty string")
+        code = data.get("code")
+        if not _is_id(code) or len(code) > MAX_ERROR_CODE_CHARS:
+            raise _bad("run.event", "data.code", "a non-empty string of at most 64 characters")
         if not _is_str(data.get("message")):
             raise _bad("run.event", "data.message", "a string")
         if not _is_int_or_null(data.get("status")):

@@ -134,7 +134,20 @@ HEALTH = wire.provider_health({"p1": (True, "ok")})
             "bad_field",
             "data.finish_reason",
         ),
+        (
+            _with(DONE, data={"usage": {**USAGE, "prompt_tokens": -1}, "finish_reason": "stop"}),
+            "bad_field",
+            "data.usage.prompt_tokens",
+        ),
+        (
+            _with(
+                DONE, data={"usage": {**USAGE, "completion_tokens": 2**31}, "finish_reason": "x"}
+            ),
+            "bad_field",
+            "data.usage.completion_tokens",
+        ),
         (_with(ERROR, data={"message": "x"}), "bad_field", "data.code"),
+        (_with(ERROR, data={"code": "c" * 65, "message": "m"}), "bad_field", "data.code"),
         (_with(ERROR, data={"code": "x", "message": 1}), "bad_field", "data.message"),
         (
             _with(ERROR, data={"code": "x", "message": "m", "status": "500"}),

@@ -257,3 +257,20 @@ async def test_it_applies_only_one_of_two_plans_on_the_same_base(runtime):
     assert sorted(r.status for r in results) == ["applied", "stale"]
     assert runtime.config.node("node-a").providers[0].capacity == 5
     assert [r.status for r in await records()] == ["applied", "stale"]
+
+
+@pytest.mark.parametrize("content", [None, b"\xff\xfe not utf-8"])
+async def test_it_records_an_unreadable_config_file_as_invalid(runtime, content):
+    config = runtime.config
+    if content is None:
+        runtime.config_path.unlink()
+    else:
+        runtime.config_path.write_bytes(content)
+
+    result = await refresh(runtime, config=None)
+
+    assert result.status == "invalid"
+    assert result.errors[0]["path"] == "config_file"
+    assert runtime.config is config
+    [record] = await records()
+    assert (record.status, record.candidate_yaml) == ("invalid", "")
