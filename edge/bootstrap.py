@@ -9,7 +9,6 @@ served config, which refresh applies edit), so running bootstrap again changes n
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edge.config import EdgeConfig, load_config_text
+from edge.tokens import sha256_hex
 
 # A hash made of 48 leading zeros is a placeholder: finding a token for it is infeasible.
 PLACEHOLDER_HASH = re.compile(r"0{48}[0-9a-f]{16}")
@@ -29,10 +29,6 @@ class BootstrapResult:
     node_env_files: dict[str, Path] = field(default_factory=dict)
     client_token_files: dict[str, Path] = field(default_factory=dict)
     new_client_tokens: dict[str, str] = field(default_factory=dict)
-
-
-def sha256_hex(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def bootstrap(source: Path, output: Path, base_dir: Path) -> BootstrapResult:

@@ -8,7 +8,6 @@ pool keeps its counters (DESIGN §6).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -17,6 +16,7 @@ from edge.config import EdgeConfig
 from edge.config.schema import Model, PrincipalToken
 from edge.dispatch import ProviderPool, snapshot_from_config
 from edge.memory import return_free_memory
+from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
 from nodes.sessions import NodeSessionStore
 
@@ -48,7 +48,7 @@ class EdgeRuntime:
         self.config = config
 
     def principal_for(self, bearer_token: str) -> PrincipalToken | None:
-        return self.principals.get(hashlib.sha256(bearer_token.encode()).hexdigest())
+        return self.principals.get(sha256_hex(bearer_token))
 
 
 def _principals(config: EdgeConfig) -> dict[str, PrincipalToken]:

@@ -11,7 +11,6 @@ import hmac
 import logging
 import time
 from collections.abc import Mapping
-from hashlib import sha256
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -21,6 +20,7 @@ from django.utils import timezone
 
 from edge.config.canonical import node_canonical
 from edge.runtime import EdgeRuntime, get_runtime
+from edge.tokens import bearer_token, sha256_hex
 from nodes import wire
 from nodes.models import Node
 from nodes.sessions import NodeSession
@@ -28,17 +28,13 @@ from nodes.sessions import NodeSession
 log = logging.getLogger(__name__)
 
 MAX_BAD_FRAMES = 5
+# A frame too large to read, or a protocol this Edge does not speak, ends the session at once.
+FATAL_FRAME_ERRORS = frozenset({"too_large", "unsupported_protocol"})
 HELLO_TIMEOUT_S = 10.0
 
 
-def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
-    value = headers.get(b"authorization", b"").decode("latin-1")
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 def token_matches(token: str, expected_sha256: str) -> bool:
-    return hmac.compare_digest(sha256(token.encode()).hexdigest(), expected_sha256)
+    return hmac.compare_digest(sha256_hex(token), expected_sha256)
 
 
 class NodeConsumer(AsyncWebsocketConsumer):
@@ -61,7 +57,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
         headers = dict(self.scope["headers"])
         node_id = headers.get(b"x-iop-node", b"").decode("latin-1")
         node = self.runtime.config.node(node_id)
-        token = bearer_token(headers)
+        token = bearer_token(headers.get(b"authorization", b""))
         # Accept first, then close: real clients only see the close code after a handshake.
         await self.accept()
         if node is None or token is None or not token_matches(token, node.token_hash_sha256):
@@ -105,7 +101,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
                 accept=wire.NODE_TO_EDGE,
             )
         except wire.FrameError as exc:
-            await self._refuse(exc.code, exc.message, fatal=exc.code == "too_large")
+            await self._refuse(exc.code, exc.message, fatal=exc.code in FATAL_FRAME_ERRORS)
             return
         kind = frame["type"]
         if kind == "run.event":
@@ -128,10 +124,11 @@ class NodeConsumer(AsyncWebsocketConsumer):
             await self._refuse("unknown_run", f"no run {run_id!r} on this session")
 
     async def _hello(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
-        if frame["node_id"] != self.node_id or frame["protocol"] != wire.PROTOCOL_VERSION:
+        # The codec already refused any other protocol version.
+        if frame["node_id"] != self.node_id:
             await self._refuse(
                 "bad_hello",
-                f"hello must name node {self.node_id!r} and protocol {wire.PROTOCOL_VERSION}",
+                f"hello must name node {self.node_id!r}, the node it signed in as",
                 fatal=True,
             )
             return

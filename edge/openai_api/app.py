@@ -36,6 +36,7 @@ from edge.openai_api.responses import (
 )
 from edge.runtime import EdgeRuntime, get_runtime
 from edge.service import DEADLINE_EXCEEDED, ActiveRun, RunFailed, open_run
+from edge.tokens import bearer_token
 from edge.usage import Usage
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -93,9 +94,7 @@ def _authenticate(runtime: EdgeRuntime, exchange: Exchange, scope: dict[str, Any
     token = None
     for name, value in scope["headers"]:
         if name == b"authorization":
-            scheme, _, rest = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer":
-                token = rest.strip()
+            token = bearer_token(value)
             break
     principal = runtime.principal_for(token) if token else None
     if principal is None and runtime.config.openai.require_auth:

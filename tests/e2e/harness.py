@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import signal
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from edge.tokens import sha256_hex
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,10 +46,6 @@ def port_open(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def sha256_hex(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @dataclass

@@ -242,6 +242,17 @@ async def test_an_oversized_frame_gets_an_error_frame_then_close_4400(
     assert await node.close_code() == wire.CLOSE_PROTOCOL_ERROR
 
 
+async def test_a_hello_in_another_protocol_version_is_refused_and_closed_4400(
+    edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
+) -> None:
+    node = await raw_nodes(RAW)
+    await node.send({**wire.hello(RAW, "future-agent"), "protocol": 2})
+
+    error = await node.expect("error")
+    assert error["code"] == "unsupported_protocol"
+    assert await node.close_code() == wire.CLOSE_PROTOCOL_ERROR
+
+
 @pytest.mark.parametrize(
     ("text", "code", "named"),
     [

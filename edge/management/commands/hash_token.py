@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from edge.bootstrap import sha256_hex
+from edge.tokens import sha256_hex
 
 
 class Command(BaseCommand):
