@@ -111,7 +111,9 @@ class RefreshRecordAdmin(ReadOnlyAdmin):
     ) -> HttpResponse:
         record = self.get_object(request, unquote(object_id))
         if record is not None:
-            extra_context = {**(extra_context or {}), "refresh_review": review_of(record)}
+            review = review_of(record)
+            review["can_apply"] = review["can_apply"] and may_apply(request)
+            extra_context = {**(extra_context or {}), "refresh_review": review}
         return super().change_view(request, object_id, form_url, extra_context)
 
     @method_decorator(require_POST)
@@ -120,7 +122,7 @@ class RefreshRecordAdmin(ReadOnlyAdmin):
         record = self.get_object(request, unquote(object_id))
         if record is None:
             raise Http404("no such refresh record")
-        if not self.has_view_permission(request, record):
+        if not may_apply(request):
             raise PermissionDenied
         here = reverse("admin:refresh_refreshrecord_change", args=[record.pk])
         if not is_applicable_plan(record):
@@ -154,6 +156,10 @@ class RefreshRecordAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(
             reverse("admin:refresh_refreshrecord_change", args=[applied.pk])
         )
+
+
+def may_apply(request: HttpRequest) -> bool:
+    return request.user.has_perm("refresh.apply_refreshrecord")
 
 
 def is_applicable_plan(record: RefreshRecord) -> bool:

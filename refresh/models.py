@@ -33,6 +33,8 @@ class RefreshRecord(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # Viewing records is for every operator; applying a plan from the admin is not.
+        permissions = [("apply_refreshrecord", "Can apply a dry run's plan from the admin")]
 
     def __str__(self) -> str:
         return f"{self.refresh_id} {self.mode} {self.status}"

@@ -196,6 +196,25 @@ def test_it_lets_a_viewer_review_but_never_edit(installed_runtime):
     assert record.status == "ok"
 
 
+def test_it_applies_only_for_users_with_the_apply_permission(installed_runtime):
+    record = make_record(installed_runtime, with_capacity(make_config(), 8))
+    viewer = User.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_refreshrecord"))
+    client = Client()
+    client.force_login(viewer)
+
+    assert "Apply this plan" not in client.get(review_url(record)).content.decode()
+    apply_url = reverse("admin:refresh_refreshrecord_apply", args=[record.pk])
+    assert client.post(apply_url).status_code == 403
+    assert installed_runtime.config.revision == record.base_revision
+
+    viewer.user_permissions.add(Permission.objects.get(codename="apply_refreshrecord"))
+    client.force_login(User.objects.get(pk=viewer.pk))
+    assert "Apply this plan" in client.get(review_url(record)).content.decode()
+    assert client.post(apply_url).status_code == 302
+    assert installed_runtime.config.revision == record.candidate_revision
+
+
 def test_it_offers_no_add_change_or_delete(admin_client, installed_runtime):
     record = make_record(installed_runtime, with_capacity(make_config(), 8))
 
