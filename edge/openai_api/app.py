@@ -279,9 +279,16 @@ async def _stream(exchange: Exchange, request: ChatRequest, run: ActiveRun, send
     await send({"type": "http.response.body", "body": tail + SSE_DONE})
 
 
+# Upstream answers that blame the request itself (e.g. a prompt over the context length): a 4xx,
+# so clients do not retry what cannot succeed.
+UPSTREAM_REJECTIONS = frozenset({400, 413, 422})
+
+
 def _run_error(failure: RunFailed) -> APIError:
-    status = 504 if failure.code == DEADLINE_EXCEEDED else 502
+    status, code = (504 if failure.code == DEADLINE_EXCEEDED else 502), failure.code
     message = failure.message
     if failure.upstream_status is not None:
         message = f"Upstream returned {failure.upstream_status}: {message}"
-    return APIError(status, message, code=failure.code)
+        if failure.upstream_status in UPSTREAM_REJECTIONS:
+            status, code = 400, "upstream_rejected"
+    return APIError(status, message, code=code)

@@ -368,6 +368,23 @@ def test_an_upstream_http_error_is_a_502_naming_the_upstream_status_and_message(
     wait_idle(stack.edge, PROVIDER)
 
 
+def test_an_upstream_that_rejects_the_request_is_a_400_not_a_retryable_502(
+    stack: HttpStack, tokens: Tokens
+) -> None:
+    response = httpx.post(
+        completions_url(stack.edge),
+        json=chat_body("chat", "fail 400"),
+        headers=client_headers(tokens),
+        timeout=10,
+    )
+
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["type"]) == ("upstream_rejected", "invalid_request_error")
+    assert "Upstream returned 400" in error["message"]
+    wait_idle(stack.edge, PROVIDER)
+
+
 def test_a_streamed_request_failing_upstream_gets_the_upstream_status_and_message(
     stack: HttpStack, tokens: Tokens
 ) -> None:
