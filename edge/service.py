@@ -131,7 +131,7 @@ async def open_run(
     finally:
         if run is not None:
             deadline_timer.cancel()
-            run.session.forget_run(run.run_id)
+            run.session.forget_run(run.run_id, unfinished=not run.finished)
             if not run.finished and not run.session.closed:
                 await _cancel_quietly(run)
         lease.release()

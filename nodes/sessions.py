@@ -15,7 +15,7 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 NODE_DISCONNECTED = "node_disconnected"
-# Runs recently ended on a session: the Node may still send events it had in flight for them.
+# Runs recently cut short on a session: the Node may still send events it had in flight for them.
 RECENT_RUNS_KEPT = 1024
 
 
@@ -69,8 +69,10 @@ class NodeSession:
         self.runs[run_id] = stream
         return stream
 
-    def forget_run(self, run_id: str) -> None:
-        if self.runs.pop(run_id, None) is not None:
+    def forget_run(self, run_id: str, *, unfinished: bool) -> None:
+        """The run is over here. An unfinished one (cancelled, timed out) may still have events
+        in flight from the Node: those are remembered, so they are dropped quietly."""
+        if self.runs.pop(run_id, None) is not None and unfinished:
             self._ended[run_id] = None
             if len(self._ended) > RECENT_RUNS_KEPT:
                 del self._ended[next(iter(self._ended))]

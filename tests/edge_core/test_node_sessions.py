@@ -80,7 +80,7 @@ async def test_it_drops_late_events_of_runs_it_recently_ended() -> None:
     session, _ = store.attach("node-a", FakeLink())
     for index in range(RECENT_RUNS_KEPT + 1):
         session.open_run(f"r{index}")
-        session.forget_run(f"r{index}")
+        session.forget_run(f"r{index}", unfinished=True)
 
     assert session.deliver(f"r{RECENT_RUNS_KEPT}", "delta", {})  # late, dropped quietly
     assert not session.deliver("r0", "delta", {})  # too old to remember: refused
@@ -105,3 +105,12 @@ async def test_it_fails_pending_acks_when_the_session_goes() -> None:
 
     with pytest.raises(ConnectionError):
         await ack
+
+
+async def test_it_refuses_events_after_a_run_finished_normally() -> None:
+    store, _ = make_store()
+    session, _ = store.attach("node-a", FakeLink())
+    session.open_run("r1")
+    session.forget_run("r1", unfinished=False)  # its done arrived: nothing more may come
+
+    assert not session.deliver("r1", "delta", {})
