@@ -37,6 +37,7 @@ async def run_refresh(
     mode: Mode,
     config_yaml: str | None = None,
     base_revision: str | None = None,
+    candidate_revision: str | None = None,
     requested_by: str,
     user_id: int | None = None,
     request_id: str = "",
@@ -57,7 +58,13 @@ async def run_refresh(
                 errors=[{"path": "config_file", "message": f"cannot read the config file: {exc}"}],
             )
         else:
-            plan = plan_refresh(runtime.config, config_yaml, mode=mode, base_revision=base_revision)
+            plan = plan_refresh(
+                runtime.config,
+                config_yaml,
+                mode=mode,
+                base_revision=base_revision,
+                candidate_revision=candidate_revision,
+            )
             if mode == "apply" and plan.applicable:
                 await _apply(runtime, plan, config_yaml)
             result = plan.result

@@ -62,9 +62,14 @@ def plan_refresh(
     *,
     mode: Mode,
     base_revision: str | None = None,
+    candidate_revision: str | None = None,
     refresh_id: str | None = None,
 ) -> Plan:
-    """Load and classify ``candidate_yaml`` against ``running``; nothing is changed here."""
+    """Load and classify ``candidate_yaml`` against ``running``; nothing is changed here.
+
+    ``base_revision`` and ``candidate_revision`` pin a reviewed plan: when either differs from
+    what is running or what was sent now, the result is ``stale``.
+    """
     result = RefreshResult(
         refresh_id=refresh_id or new_refresh_id(),
         mode=mode,
@@ -86,6 +91,15 @@ def plan_refresh(
                 "path": "base_revision",
                 "message": f"the plan was made against {base_revision}, but the running "
                 f"config is now {running.revision}; plan again",
+            }
+        ]
+    elif candidate_revision is not None and candidate_revision != candidate.revision:
+        result.status = "stale"
+        result.errors = [
+            {
+                "path": "candidate_revision",
+                "message": f"the plan was reviewed for {candidate_revision}, but the candidate "
+                f"is now {candidate.revision}; plan again",
             }
         ]
     elif result.classification.restart_required_paths:

@@ -20,6 +20,11 @@ class RefreshRequestSerializer(serializers.Serializer):
         required=False,
         help_text="The revision the plan was made against; a different running one is `stale`.",
     )
+    candidate_revision = serializers.RegexField(
+        r"^sha256:[0-9a-f]{64}$",
+        required=False,
+        help_text="The candidate revision that was reviewed; a different candidate is `stale`.",
+    )
 
 
 class ChangeSerializer(serializers.Serializer):

@@ -43,6 +43,7 @@ class RefreshView(APIView):
             mode=data["mode"],
             config_yaml=data.get("config_yaml"),
             base_revision=data.get("base_revision"),
+            candidate_revision=data.get("candidate_revision"),
             requested_by=f"loopback {request.META.get('REMOTE_ADDR')}",
             request_id=request.headers.get("X-Request-Id", "")[:64],
         )

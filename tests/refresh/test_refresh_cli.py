@@ -94,7 +94,15 @@ def test_it_plans_then_applies_a_live_change(running):
     assert running.status()["providers"]["echo-1"]["capacity"] == 4
     hint = re.search(r"Apply it with: python manage.py refresh (.*)", plan.out)
     assert hint and "--base-revision sha256:" in hint[1]
+    assert "--candidate-revision sha256:" in hint[1]
 
+    # The file changed after the review: the reviewed command refuses it.
+    running.edge.config_path.write_text(yaml_of(with_capacity(running.config, 9)))
+    changed = running.refresh(*hint[1].split())
+    assert changed.code == 1 and "the plan was reviewed for" in changed.out
+    assert running.status()["providers"]["echo-1"]["capacity"] == 4
+
+    running.edge.config_path.write_text(yaml_of(with_capacity(running.config, 8)))
     applied = running.refresh(*hint[1].split())
 
     assert applied.code == 0, applied.err

@@ -89,6 +89,30 @@ def test_it_marks_a_plan_on_an_old_base_stale():
     assert not plan.applicable
 
 
+def test_it_marks_a_plan_whose_candidate_changed_since_review_stale():
+    reviewed = plan_refresh(RUNNING, yaml_of(with_capacity(make_config(), 8)), mode="dry_run")
+    edited_since = yaml_of(with_capacity(make_config(), 9))
+
+    plan = plan_refresh(
+        RUNNING,
+        edited_since,
+        mode="apply",
+        base_revision=RUNNING.revision,
+        candidate_revision=reviewed.result.candidate_revision,
+    )
+
+    assert plan.result.status == "stale"
+    assert plan.result.errors[0]["path"] == "candidate_revision"
+    assert not plan.applicable
+    same = plan_refresh(
+        RUNNING,
+        yaml_of(with_capacity(make_config(), 8)),
+        mode="apply",
+        candidate_revision=reviewed.result.candidate_revision,
+    )
+    assert same.result.status == "ok"
+
+
 def test_it_accepts_the_running_revision_as_base():
     plan = plan_refresh(
         RUNNING,

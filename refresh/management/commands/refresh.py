@@ -70,6 +70,11 @@ class Command(BaseCommand):
             help="refuse as stale unless the Edge still runs REV (the base of a reviewed dry run)",
         )
         parser.add_argument(
+            "--candidate-revision",
+            metavar="REV",
+            help="refuse as stale unless the candidate is still REV (what a dry run reviewed)",
+        )
+        parser.add_argument(
             "--url",
             help="the refresh endpoint (default: http://<edge.admin_listen>/refresh from --config)",
         )
@@ -87,8 +92,9 @@ class Command(BaseCommand):
         body: dict[str, Any] = {"mode": "apply" if options["apply"] else "dry_run"}
         if options["file"]:
             body["config_yaml"] = read_text(Path(options["file"]))
-        if options["base_revision"]:
-            body["base_revision"] = options["base_revision"]
+        for key in ("base_revision", "candidate_revision"):
+            if options[key]:
+                body[key] = options[key]
         result = post_refresh(url, body, as_json=options["json"], stdout=self.stdout)
         if options["json"]:
             self.stdout.write(json.dumps(result, indent=2, ensure_ascii=False))
@@ -178,4 +184,5 @@ def apply_command(options: dict[str, Any], result: dict[str, Any]) -> str:
     elif options["config"] != settings.IOP_CONFIG:
         parts.append(f"--config {options['config']}")
     parts.append(f"--base-revision {result['base_revision']}")
+    parts.append(f"--candidate-revision {result['candidate_revision']}")
     return " ".join(parts)
