@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -83,9 +84,13 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
             runtime.usage.record(exchange.usage)
 
 
+# A caller's own request id is kept when it is plainly an id (it goes back out as a header).
+_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
+
+
 def _incoming_request_id(scope: dict[str, Any]) -> str | None:
     for name, value in scope["headers"]:
-        if name == b"x-request-id" and 0 < len(value) <= 64 and value.isascii():
+        if name == b"x-request-id" and _REQUEST_ID.fullmatch(value):
             return value.decode()
     return None
 

@@ -271,6 +271,15 @@ def test_raw_stream_is_server_sent_events_ending_in_done(stack, http):
         assert json.loads(line.removeprefix("data: "))["object"] == "chat.completion.chunk"
 
 
+def test_a_request_id_that_is_not_plainly_an_id_is_replaced(client):
+    raw = client.chat.completions.with_raw_response.create(
+        model="echo", messages=user("ids"), extra_headers={"x-request-id": "not an id; x=1"}
+    )
+
+    assert raw.headers["x-request-id"] != "not an id; x=1"
+    assert len(raw.headers["x-request-id"]) == 24
+
+
 def test_decision_headers_on_non_stream_and_stream(client):
     request_id = new_request_id()
     raw = client.chat.completions.with_raw_response.create(
