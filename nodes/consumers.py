@@ -40,6 +40,10 @@ def token_matches(token: str, expected_sha256: str) -> bool:
 class NodeConsumer(AsyncWebsocketConsumer):
     """One Node's websocket session."""
 
+    # Set in connect(); defaults so that disconnect() is safe whatever connect() got to.
+    session: NodeSession | None = None
+    keepalive: asyncio.Task[None] | None = None
+
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale DB connections before every event, a thread hop per frame. The
         # handlers below never touch the database directly, so skip it on this hot path.
@@ -50,10 +54,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.runtime: EdgeRuntime = get_runtime()
-        self.session: NodeSession | None = None
         self.bad_frames = 0
         self.last_heard = time.monotonic()
-        self.keepalive: asyncio.Task[None] | None = None
         headers = dict(self.scope["headers"])
         node_id = headers.get(b"x-iop-node", b"").decode("latin-1")
         node = self.runtime.config.node(node_id)
