@@ -2,14 +2,16 @@
 
 A run holds the registry it started on (``begin_run``/``end_run``), so a refresh never pulls an
 adapter out from under a running stream: the old registry is retired at the swap and its adapters
-are closed only once its last active run ends.
+are closed only once its last active run ends. An adapter whose spec a refresh leaves unchanged
+is carried into the new registry as it is (its connection pool and health stay), and is closed
+only when the last registry holding it closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -32,13 +34,41 @@ class RouteError(Exception):
     """A run.request this registry cannot serve (unknown provider, adapter or target)."""
 
 
+class AdapterHolds:
+    """How many live registries hold each adapter: the last one to close closes the adapter."""
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = {}
+
+    def take(self, adapters: Iterable[Adapter]) -> None:
+        for adapter in adapters:
+            self._counts[id(adapter)] = self._counts.get(id(adapter), 0) + 1
+
+    def release(self, adapters: Iterable[Adapter]) -> list[Adapter]:
+        """Let go of ``adapters``; return those no registry holds any more."""
+        unheld = []
+        for adapter in adapters:
+            self._counts[id(adapter)] -= 1
+            if self._counts[id(adapter)] == 0:
+                del self._counts[id(adapter)]
+                unheld.append(adapter)
+        return unheld
+
+
 class Registry:
     def __init__(
-        self, revision: str, adapters: Mapping[str, Adapter], routes: Mapping[str, Route]
+        self,
+        revision: str,
+        adapters: Mapping[str, tuple[AdapterSpec, Adapter]],
+        routes: Mapping[str, Route],
+        holds: AdapterHolds | None = None,
     ) -> None:
         self.revision = revision
-        self.adapters = MappingProxyType(dict(adapters))
+        self.specs = MappingProxyType({aid: spec for aid, (spec, _) in adapters.items()})
+        self.adapters = MappingProxyType({aid: adapter for aid, (_, adapter) in adapters.items()})
         self.routes = MappingProxyType(dict(routes))
+        self._holds = holds if holds is not None else AdapterHolds()
+        self._holds.take(self.adapters.values())
         self._active_runs = 0
         self._retired = False
         self._closed = asyncio.Event()
@@ -46,11 +76,24 @@ class Registry:
 
     @classmethod
     def build(
-        cls, spec: NodeSpec, revision: str, *, adapter_factory: AdapterFactory = build_adapter
+        cls,
+        spec: NodeSpec,
+        revision: str,
+        *,
+        adapter_factory: AdapterFactory = build_adapter,
+        previous: Registry | None = None,
     ) -> Registry:
-        adapters = {a.id: adapter_factory(a) for a in spec.adapters}
-        routes = {p.id: Route(p.id, adapters[p.adapter], p.served_models) for p in spec.providers}
-        return cls(revision, adapters, routes)
+        """A registry for ``spec``, keeping ``previous``'s adapters whose spec is unchanged."""
+        adapters = {}
+        for adapter_spec in spec.adapters:
+            if previous is not None and previous.specs.get(adapter_spec.id) == adapter_spec:
+                adapters[adapter_spec.id] = (adapter_spec, previous.adapters[adapter_spec.id])
+            else:
+                adapters[adapter_spec.id] = (adapter_spec, adapter_factory(adapter_spec))
+        routes = {
+            p.id: Route(p.id, adapters[p.adapter][1], p.served_models) for p in spec.providers
+        }
+        return cls(revision, adapters, routes, previous._holds if previous else None)
 
     @property
     def active_runs(self) -> int:
@@ -95,10 +138,11 @@ class Registry:
             self._close_task = asyncio.get_running_loop().create_task(self._close_adapters())
 
     async def _close_adapters(self) -> None:
+        unheld = self._holds.release(self.adapters.values())
         results = await asyncio.gather(
-            *(adapter.aclose() for adapter in self.adapters.values()), return_exceptions=True
+            *(adapter.aclose() for adapter in unheld), return_exceptions=True
         )
-        for adapter, result in zip(self.adapters.values(), results, strict=True):
+        for adapter, result in zip(unheld, results, strict=True):
             if isinstance(result, BaseException):
                 logger.warning("closing adapter %s failed: %s", adapter.id, result)
         self._closed.set()

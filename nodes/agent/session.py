@@ -136,7 +136,12 @@ class NodeSession:
     ) -> None:
         try:
             spec = parse_node_config(node, node_id=self._node_id)
-            registry = Registry.build(spec, revision, adapter_factory=self._adapter_factory)
+            registry = Registry.build(
+                spec,
+                revision,
+                adapter_factory=self._adapter_factory,
+                previous=self._registries.current,
+            )
         except Exception as exc:
             # Whatever went wrong, the Edge gets the reason and the current registry stays.
             reason = (

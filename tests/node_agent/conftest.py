@@ -284,6 +284,7 @@ class _Fakes:
     gated_run = staticmethod(gated_run)
     wait = staticmethod(wait)
     GATED = GATED
+    GATED_PROVIDERS = GATED_PROVIDERS
     TOKEN = TOKEN
     WAIT_S = WAIT_S
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from nodes.agent.health import HealthMap, HealthMonitor
 from nodes.agent.registry import Registry, Route
+from nodes.agent.spec import AdapterSpec
 
 
 class ScriptedAdapter:
@@ -32,7 +33,9 @@ class ScriptedAdapter:
 def registry_of(*adapters: ScriptedAdapter, providers: dict[str, str]) -> Registry:
     by_id = {a.id: a for a in adapters}
     routes = {pid: Route(pid, by_id[aid], frozenset({"m"})) for pid, aid in providers.items()}
-    return Registry("r1", by_id, routes)
+    return Registry(
+        "r1", {aid: (AdapterSpec(id=aid, type="echo"), a) for aid, a in by_id.items()}, routes
+    )
 
 
 async def reports_of(registry: Registry, count: int) -> list[HealthMap]:

@@ -134,3 +134,23 @@ async def test_closing_the_slot_waits_for_draining_registries(fakes: Any) -> Non
     async with asyncio.timeout(2):
         await closing
     assert old.closed
+
+
+async def test_it_carries_unchanged_adapters_and_closes_each_with_its_last_registry(
+    fakes: Any,
+) -> None:
+    first = build(fakes, "r1")
+    same_spec = parse_node_config(fakes.make_node(), node_id="node-a")
+    changed_spec = parse_node_config(fakes.make_node(token_delay_ms=5), node_id="node-a")
+
+    second = Registry.build(same_spec, "r2", adapter_factory=RecordingAdapter, previous=first)
+    third = Registry.build(changed_spec, "r3", adapter_factory=RecordingAdapter, previous=second)
+
+    assert second.adapters["echo"] is first.adapters["echo"]
+    assert third.adapters["echo"] is not second.adapters["echo"]
+    first.retire()
+    await first.wait_closed()
+    assert not first.adapters["echo"].closed  # the second registry still holds it
+    second.retire()
+    await second.wait_closed()
+    assert first.adapters["echo"].closed and not third.adapters["echo"].closed

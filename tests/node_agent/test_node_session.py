@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from edge.config.schema import Adapter
 from nodes import wire
 from nodes.agent.session import AGENT_VERSION, NodeSession
 
@@ -145,8 +146,9 @@ async def test_a_refresh_swaps_the_registry_and_drains_the_old_one(
         await connection.send(fakes.gated_run("old-run"))
         await connection.expect("run.event", run_id="old-run", event="delta")
 
+        # The gated adapter's spec changes, so the refresh builds a new one for it.
         refreshed = fakes.make_node(
-            extra_adapters=fakes.GATED,
+            extra_adapters=(Adapter(id="gated", type="echo", token_delay_ms=1.0),),
             providers=(("p-echo", "echo", ("echo-large",)), ("p-gated", "gated", ("gated-model",))),
         )
         await connection.send(wire.config_refresh("refresh-7", "rev-2", refreshed))
@@ -239,8 +241,31 @@ async def test_a_run_cancelled_before_it_starts_still_lets_its_registry_drain(
     # task has taken its first step.
     await session._handle(wire.encode(fakes.gated_run("r1")))
     await session._handle(wire.encode(wire.run_cancel("r1")))
-    await session._handle(wire.encode(wire.config_refresh("rf", "rev-2", fakes.gated_node())))
+    changed = fakes.make_node(
+        extra_adapters=(Adapter(id="gated", type="echo", token_delay_ms=1.0),),
+        providers=fakes.GATED_PROVIDERS,
+    )
+    await session._handle(wire.encode(wire.config_refresh("rf", "rev-2", changed)))
 
     await fakes.wait(old_adapter.closed)  # nothing holds the old registry any more
     assert session._runs == {}
     await session._shutdown()
+
+
+async def test_a_refresh_keeps_an_unchanged_adapter_and_its_connections(
+    fakes: Any, gated: Any
+) -> None:
+    session = NodeSession(RecordingSocket(), "node-a", adapter_factory=gated)
+    await session._handle(wire.encode(wire.config("rev-1", fakes.gated_node())))
+    refreshed = fakes.make_node(
+        extra_adapters=fakes.GATED,
+        providers=(("p-echo", "echo", ("echo-large",)), ("p-gated", "gated", ("gated-model",))),
+    )
+
+    await session._handle(wire.encode(wire.config_refresh("rf", "rev-2", refreshed)))
+
+    [gated_adapter] = gated.built  # built once, carried into the new registry
+    assert session._registries.current.adapters["gated"] is gated_adapter
+    assert not gated_adapter.closed.is_set()
+    await session._shutdown()
+    assert gated_adapter.closed.is_set()  # closed with the last registry holding it
