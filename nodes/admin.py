@@ -16,6 +16,7 @@ class AdapterInline(ReadOnlyInline):
 class NodeAdmin(ReadOnlyAdmin):
     list_display = ("node_id", "alias", "concurrency", "acked_revision", "last_acked_at")
     search_fields = ("node_id", "alias", "last_acked_revision")
+    list_filter = ("adapters__type", "last_acked_at")
     # The last two are written by the Edge when the Node acks a config, never by the YAML.
     fields = (
         "node_id",

@@ -33,6 +33,7 @@ class RouteInline(ReadOnlyInline):
 @admin.register(CatalogModel)
 class CatalogModelAdmin(ReadOnlyAdmin):
     list_display = ("model_id", "default_max_tokens", "max_tokens_limit", "route_count")
+    list_filter = ("routes__provider", "routes__provider__node")
     search_fields = ("model_id", "routes__provider__provider_id")
     inlines = [RouteInline]
 
