@@ -51,7 +51,8 @@ async def websocket_router(scope: dict[str, Any], receive: Any, send: Any) -> No
     if listener_of(scope) == PUBLIC:
         await node_websocket(scope, receive, send)
         return
-    await send({"type": "websocket.close", "code": 4404})
+    # Refused at the handshake (HTTP 403): no websocket is served on this listener.
+    await send({"type": "websocket.close"})
 
 
 application = ProtocolTypeRouter({"http": http_router, "websocket": websocket_router})
