@@ -105,7 +105,7 @@ async def open_run(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    lease = await runtime.pool.acquire(model, estimated_input_tokens)
+    lease = await _acquire_current(runtime, model, estimated_input_tokens, deadline)
     run: ActiveRun | None = None
     try:
         session = runtime.nodes.ready(lease.node_id)
@@ -129,12 +129,33 @@ async def open_run(
             raise RunFailed(NODE_DISCONNECTED, f"node {lease.node_id}: {exc}") from None
         yield run
     finally:
-        if run is not None:
-            deadline_timer.cancel()
-            run.session.forget_run(run.run_id, unfinished=not run.finished)
-            if not run.finished and not run.session.closed:
-                await _cancel_quietly(run)
-        lease.release()
+        try:
+            if run is not None:
+                deadline_timer.cancel()
+                run.session.forget_run(run.run_id, unfinished=not run.finished)
+                if not run.finished and not run.session.closed:
+                    await _cancel_quietly(run)
+        finally:
+            lease.release()
+
+
+async def _acquire_current(
+    runtime: EdgeRuntime, model: str, estimated_input_tokens: int, deadline: float
+) -> Lease:
+    """A lease that matches the snapshot in force, obtained before the run's deadline.
+
+    A queued request granted a slot just before a refresh swapped the snapshot wakes up after
+    the Node got its new config: its route may be gone, so it asks again.
+    """
+    try:
+        async with asyncio.timeout_at(deadline):
+            lease = await runtime.pool.acquire(model, estimated_input_tokens)
+            while not runtime.pool.is_current(lease):
+                lease.release()
+                lease = await runtime.pool.acquire(model, estimated_input_tokens)
+    except TimeoutError:
+        raise RunFailed(DEADLINE_EXCEEDED, "no provider was free before the deadline") from None
+    return lease
 
 
 async def _cancel_quietly(run: ActiveRun) -> None:

@@ -214,6 +214,11 @@ class ProviderPool:
         providers: dict[str, ProviderState] = {}
         for spec in snapshot.providers:
             state = self._providers.get(spec.id)
+            if state is not None and state.spec.node_id != spec.node_id:
+                # The id moved to another Node: its runs there are not this Node's, nor its health.
+                self._orphan(state)
+                self._unhealthy.discard(spec.id)
+                state = None
             if state is None:
                 state = ProviderState(spec)
             else:
@@ -222,9 +227,7 @@ class ProviderPool:
             providers[spec.id] = state
         for provider_id, state in self._providers.items():
             if provider_id not in providers:
-                state.listed = False
-                state.usable = False
-                state.groups = []
+                self._orphan(state)
                 if not state.idle:
                     providers[provider_id] = state  # dropped once its last lease is released
 
@@ -255,6 +258,26 @@ class ProviderPool:
             waiting = [g for g in groups.values() if g.waiting]
             self._fail_unservable(waiting)
             self._pump(waiting)
+
+    @staticmethod
+    def _orphan(state: ProviderState) -> None:
+        """A provider no longer in the snapshot: no admissions; its leases still release here."""
+        state.listed = False
+        state.usable = False
+        state.groups = []
+
+    def is_current(self, lease: Lease) -> bool:
+        """Whether ``lease`` still matches the snapshot in force.
+
+        A waiter granted a slot just before a swap wakes up after it; its route may be gone.
+        """
+        group = self._groups.get(lease.model)
+        return (
+            group is not None
+            and self._providers.get(lease.provider_id) is lease._state
+            and lease._state.listed
+            and group.served.get(lease.provider_id) == lease.served_model
+        )
 
     def set_node_ready(self, node_id: str, ready: bool) -> None:
         """A Node acked its config (ready) or its session ended (not ready / gone).

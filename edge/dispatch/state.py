@@ -149,6 +149,8 @@ class ModelGroup:
         self.tiers: list[Tier] = []
 
     def set_routes(self, routes: list[Route]) -> None:
+        # Where each tier's round-robin would go next, so a swap does not restart the rotation.
+        upcoming = {tier.routes[tier.next].state.id for tier in self.tiers}
         routes = sorted(routes, key=lambda r: (r.state.spec.priority, r.state.id))
         self.routes = routes
         self.served = {r.state.id: r.served for r in routes}
@@ -158,6 +160,10 @@ class ModelGroup:
                 tiers[-1].routes.append(route)
             else:
                 tiers.append(Tier([route]))
+        for tier in tiers:
+            tier.next = next(
+                (i for i, route in enumerate(tier.routes) if route.state.id in upcoming), 0
+            )
         self.tiers = tiers
 
     def queue(self, long: bool) -> WaitQueue:

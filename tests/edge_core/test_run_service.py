@@ -160,3 +160,33 @@ async def test_it_fails_when_the_leased_node_is_not_connected() -> None:
 
     assert failure.value.code == NODE_DISCONNECTED
     assert in_flight(runtime) == 0
+
+
+async def test_a_queued_run_granted_just_before_a_swap_asks_again():
+    runtime, link = make_runtime()
+    moved = CONFIG.replace("- {id: p1,", "- {id: p2,").replace("{p1: small}", "{p2: small}")
+    first = open_run(runtime, "m", REQUEST, 10, timeout_s=5)
+    held = await first.__aenter__()
+    second_block = open_run(runtime, "m", REQUEST, 10, timeout_s=5)
+    second = asyncio.create_task(second_block.__aenter__())
+    await asyncio.sleep(0)  # the second request now waits in the queue
+
+    held.session.deliver(
+        held.run_id,
+        "done",
+        {
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            "finish_reason": "stop",
+        },
+    )
+    async for _ in held.deltas():
+        pass
+    await first.__aexit__(None, None, None)  # frees p1's slot for the waiter ...
+    runtime.swap_config(load_config_text(moved))  # ... and p1 is gone before it wakes
+    run = await asyncio.wait_for(second, 1)
+
+    assert run.lease.provider_id == "p2"
+    requests = [f for f in link.frames if f["type"] == "run.request"]
+    assert [f["provider_id"] for f in requests] == ["p1", "p2"], link.frames
+    await second_block.__aexit__(None, None, None)
+    assert runtime.pool.stats().providers["p2"].in_flight == 0
