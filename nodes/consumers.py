@@ -43,6 +43,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
     # Set in connect(); defaults so that disconnect() is safe whatever connect() got to.
     session: NodeSession | None = None
     keepalive: asyncio.Task[None] | None = None
+    background: set[asyncio.Future[None]]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale DB connections before every event, a thread hop per frame. The
@@ -54,6 +55,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.runtime: EdgeRuntime = get_runtime()
+        self.background = set()
         self.bad_frames = 0
         self.last_heard = time.monotonic()
         headers = dict(self.scope["headers"])
@@ -123,7 +125,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
             log.warning(
                 "node %s: refused run.event for run %s it does not own", self.node_id, run_id
             )
-            await self._refuse("unknown_run", f"no run {run_id!r} on this session")
+            # Refused, but not counted as abuse: a Node may legitimately lag behind a cancel.
+            await self._refuse("unknown_run", f"no run {run_id!r} on this session", counts=False)
 
     async def _hello(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
         # The codec already refused any other protocol version.
@@ -145,7 +148,10 @@ class NodeConsumer(AsyncWebsocketConsumer):
             session.resolve_ack(frame)
         if frame["status"] == "applied":
             self.runtime.nodes.mark_ready(session, frame["revision"])
-            await record_node_ack(self.node_id, frame["revision"])
+            # In the background: this Node's run events must not wait behind a database write.
+            write = asyncio.ensure_future(record_node_ack(self.node_id, frame["revision"]))
+            self.background.add(write)
+            write.add_done_callback(self.background.discard)
         else:
             log.error(
                 "node %s: rejected config %s: %s", self.node_id, frame["revision"], frame["error"]
@@ -160,9 +166,11 @@ class NodeConsumer(AsyncWebsocketConsumer):
             else:
                 log.warning("node %s: ignored health of provider %s", self.node_id, provider_id)
 
-    async def _refuse(self, code: str, message: str, fatal: bool = False) -> None:
+    async def _refuse(
+        self, code: str, message: str, fatal: bool = False, counts: bool = True
+    ) -> None:
         """Answer a bad frame with an `error` frame; repeated abuse closes the session."""
-        self.bad_frames += 1
+        self.bad_frames += counts
         await self.send(text_data=wire.encode(wire.error(code, message)))
         if fatal or self.bad_frames >= MAX_BAD_FRAMES:
             log.warning(

@@ -50,7 +50,8 @@ class Backoff:
 
     def next_delay(self) -> float:
         base = min(self._cap_s, self._initial_s * self._factor**self._attempt)
-        self._attempt += 1
+        if base < self._cap_s:
+            self._attempt += 1  # past the cap the exponent stops growing (no float overflow)
         spread = 1 + self._jitter * (2 * self._rand() - 1)
         return min(self._cap_s, base * spread)
 

@@ -150,7 +150,9 @@ class NodeSession:
             logger.error("config %s rejected: %s", revision, reason)
             await self._send(wire.config_ack(revision, refresh_id=refresh_id, error=reason))
             return
-        # New runs take the new registry from here on; the old one closes once drained.
+        # New runs take the new registry from here on; the old one closes once drained. The old
+        # registry's health reports stop before the ack, so none arrives after it.
+        self._stop_health()
         self._registries.swap(registry)
         await self._send(wire.config_ack(revision, refresh_id=refresh_id))
         if not self._draining:
@@ -251,10 +253,13 @@ class NodeSession:
         for task in cut.values():
             task.cancel()
         await asyncio.gather(*cut.values(), return_exceptions=True)
-        for run_id in cut:
-            await self._send(
-                wire.run_error(run_id, wire.ERROR_NODE_DRAINING, "run cut short: node shut down")
-            )
+        for run_id, task in cut.items():
+            if task.cancelled():  # a run that got its last event out needs no error after it
+                await self._send(
+                    wire.run_error(
+                        run_id, wire.ERROR_NODE_DRAINING, "run cut short: node shut down"
+                    )
+                )
 
     # -- health and teardown ---------------------------------------------------------------
 

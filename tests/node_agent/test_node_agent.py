@@ -191,3 +191,11 @@ async def test_a_second_stop_ends_the_grace_period_at_once(
         error = await connection.expect("run.event", run_id="r1", event="error")
         await fakes.wait(connection.closed)
     assert error["data"]["message"] == "run cut short: node shut down"
+
+
+def test_backoff_stays_at_its_cap_however_long_the_edge_is_away() -> None:
+    backoff = Backoff(initial_s=0.5, cap_s=30, rand=lambda: 0.5)
+
+    delays = [backoff.next_delay() for _ in range(5000)]
+
+    assert delays[-1] == 30 and max(delays) == 30
