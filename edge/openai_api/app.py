@@ -39,6 +39,7 @@ from edge.runtime import EdgeRuntime, get_runtime
 from edge.service import DEADLINE_EXCEEDED, ActiveRun, RunFailed, open_run
 from edge.tokens import bearer_token
 from edge.usage import Usage
+from nodes import wire
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -47,10 +48,12 @@ MAX_BODY_BYTES: int = settings.IOP_MAX_BODY_BYTES
 RUN_TIMEOUT_S: float = settings.IOP_RUN_TIMEOUT_S
 
 
+
+
 class Exchange:
     """One request: its id, caller, the decision headers so far and what to meter."""
 
-    __slots__ = ("headers", "principal", "request_id", "started", "usage")
+    __slots__ = ("headers", "principal", "request_id", "responded", "started", "usage")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -58,6 +61,7 @@ class Exchange:
         self.headers: Headers = [(b"x-request-id", request_id.encode())]
         self.principal: PrincipalToken | None = None
         self.usage: Usage | None = None
+        self.responded = False  # the response has started: no second try
 
 
 async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -163,15 +167,24 @@ async def _chat(
         usage.status = error.code or "invalid_request"
         raise
     watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, asyncio.current_task()))
+    estimated = estimate_input_tokens(body)
     try:
-        async with open_run(
-            runtime, request.model, body, estimate_input_tokens(body), RUN_TIMEOUT_S
-        ) as run:
-            _note_decision(exchange, run)
-            if request.stream:
-                await _stream(exchange, request, run, send)
-            else:
-                await _complete(exchange, request, run, send)
+        for attempt in range(2):
+            try:
+                async with open_run(runtime, request.model, body, estimated, RUN_TIMEOUT_S) as run:
+                    _note_decision(exchange, run)
+                    if request.stream:
+                        await _stream(exchange, request, run, send)
+                    else:
+                        await _complete(exchange, request, run, send)
+                return
+            except RunFailed as failure:
+                # A draining Node refuses new runs before its "unhealthy" report has arrived:
+                # nothing ran, so once more elsewhere while the caller has seen nothing yet.
+                if attempt or failure.code != wire.ERROR_NODE_DRAINING or exchange.responded:
+                    raise
+                runtime.pool.set_provider_health(usage.provider, False)  # its Node says so soon
+                exchange.headers = exchange.headers[:1]  # drop the first try's decision
     except DispatchError as error:
         usage.status = error.code
         raise APIError.from_dispatch(error) from None
@@ -243,7 +256,7 @@ async def _stream(exchange: Exchange, request: ChatRequest, run: ActiveRun, send
                 # Held back until the first token: a run failing before it gets a real status.
                 start = SSE_HEADERS + exchange.headers
                 await send({"type": "http.response.start", "status": 200, "headers": start})
-                started = True
+                started = exchange.responded = True
             for chunk in batch:
                 chunk["id"], chunk["model"] = completion_id, request.model
             body = b"".join(map(sse_event, batch))
