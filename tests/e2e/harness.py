@@ -143,6 +143,10 @@ class EdgeProcess:
         return f"http://127.0.0.1:{self.public_port}"
 
     @property
+    def completions_url(self) -> str:
+        return f"{self.base_url}/v1/chat/completions"
+
+    @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.public_port}/ws/node/"
 

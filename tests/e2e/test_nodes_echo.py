@@ -75,15 +75,11 @@ def stack(echo_stack: EchoStack) -> EchoStack:
     return echo_stack
 
 
-def completions_url(edge: EdgeProcess) -> str:
-    return f"{edge.base_url}/v1/chat/completions"
-
-
 def test_a_non_streamed_echo_comes_back_whole_with_usage_and_decision_headers(
     stack: EchoStack, tokens: Tokens
 ) -> None:
     response = httpx.post(
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("echo", "hello there world"),
         headers=client_headers(tokens),
         timeout=10,
@@ -113,7 +109,7 @@ def test_a_streamed_echo_arrives_chunk_by_chunk_then_usage_and_done(
     )
     with httpx.stream(
         "POST",
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=body,
         headers=client_headers(tokens),
         timeout=10,
@@ -147,7 +143,7 @@ def test_a_streamed_echo_cut_by_max_tokens_closes_with_finish_reason_length(
 ) -> None:
     with httpx.stream(
         "POST",
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("echo", "one two", stream=True, max_tokens=2),
         headers=client_headers(tokens),
         timeout=10,
@@ -169,7 +165,7 @@ def test_a_node_killed_mid_stream_fails_the_stream_frees_the_lease_and_serves_ag
     events = []
     with httpx.stream(
         "POST",
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("echo-slow", words, stream=True),
         headers=client_headers(tokens),
         timeout=10,
@@ -202,7 +198,7 @@ def test_a_node_killed_mid_stream_fails_the_stream_frees_the_lease_and_serves_ag
     stack.node.start()
     wait_node_ready(stack.edge, NODE)
     response = httpx.post(
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("echo-slow", "back again"),
         headers=client_headers(tokens),
         timeout=10,

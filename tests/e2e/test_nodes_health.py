@@ -83,7 +83,7 @@ def test_the_pool_follows_the_upstreams_health(tokens, edge_factory, node_factor
     edge = edge_factory(config)
     node_factory(edge, "node-a")
     wait_status(edge, lambda s: s["nodes"].get("node-a", {}).get("ready"), "node-a ready")
-    url = f"{edge.base_url}/v1/chat/completions"
+    url = edge.completions_url
     assert (
         httpx.post(url, headers=client_headers(tokens), json=chat_body("up", "hi")).status_code
         == 200

@@ -294,15 +294,11 @@ def stack(http_stack: HttpStack) -> HttpStack:
     return http_stack
 
 
-def completions_url(edge: EdgeProcess) -> str:
-    return f"{edge.base_url}/v1/chat/completions"
-
-
 def test_a_non_streamed_request_reaches_the_upstream_as_its_served_model(
     stack: HttpStack, tokens: Tokens
 ) -> None:
     response = httpx.post(
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("chat", "plain question", max_tokens=32),
         headers=client_headers(tokens),
         timeout=10,
@@ -327,7 +323,7 @@ def test_a_non_streamed_request_reaches_the_upstream_as_its_served_model(
 def test_a_streamed_request_relays_the_upstream_chunks(stack: HttpStack, tokens: Tokens) -> None:
     body = chat_body("chat", "stream this", stream=True, stream_options={"include_usage": True})
     with httpx.stream(
-        "POST", completions_url(stack.edge), json=body, headers=client_headers(tokens), timeout=10
+        "POST", stack.edge.completions_url, json=body, headers=client_headers(tokens), timeout=10
     ) as response:
         assert response.status_code == 200
         assert response.headers["x-iop-provider"] == PROVIDER
@@ -352,7 +348,7 @@ def test_an_upstream_http_error_is_a_502_naming_the_upstream_status_and_message(
     stack: HttpStack, tokens: Tokens, upstream_status: int
 ) -> None:
     response = httpx.post(
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("chat", f"fail {upstream_status}"),
         headers=client_headers(tokens),
         timeout=10,
@@ -372,7 +368,7 @@ def test_an_upstream_that_rejects_the_request_is_a_400_not_a_retryable_502(
     stack: HttpStack, tokens: Tokens
 ) -> None:
     response = httpx.post(
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("chat", "fail 400"),
         headers=client_headers(tokens),
         timeout=10,
@@ -390,7 +386,7 @@ def test_a_streamed_request_failing_upstream_gets_the_upstream_status_and_messag
 ) -> None:
     with httpx.stream(
         "POST",
-        completions_url(stack.edge),
+        stack.edge.completions_url,
         json=chat_body("chat", "fail 429", stream=True),
         headers=client_headers(tokens),
         timeout=10,
@@ -420,7 +416,7 @@ def test_a_caller_that_goes_away_cancels_the_run_and_the_upstream_sees_its_conne
         httpx.Client(timeout=10) as client,
         client.stream(
             "POST",
-            completions_url(stack.edge),
+            stack.edge.completions_url,
             json=chat_body("chat", text, stream=True),
             headers=client_headers(tokens),
         ) as response,

@@ -144,7 +144,7 @@ async def stream_chat(
         httpx.AsyncClient(timeout=15) as client,
         client.stream(
             "POST",
-            f"{edge.base_url}/v1/chat/completions",
+            edge.completions_url,
             json=chat_body(model, text, stream=True),
             headers=client_headers(tokens),
         ) as response,

@@ -46,6 +46,7 @@ from tests.e2e.nodes_support import (
     two_ports,
     wait_node_ready,
 )
+from tests.refresh.load_pool import MODEL, NODES, PROVIDERS, initial_settings, provider
 
 SEED = 7_500_020
 RUNS = 500
@@ -61,17 +62,7 @@ TOKEN_DELAY_MS = 10
 # included, slows the remaining load down to a crawl.
 MIN_SLOTS = 6
 MIN_LONG_SLOTS = 3
-MODEL = "echo"
-NODES = {"node-a": ("a-1", "a-2"), "node-b": ("b-1", "b-2")}
-PROVIDERS = tuple(pid for pids in NODES.values() for pid in pids)
 WAIT_S = 30.0
-
-
-def provider(pid: str, settings: dict[str, Any]) -> dict[str, Any]:
-    item = {"id": pid, "adapter": "echo", "served_models": ["echo-small"], **settings}
-    if item.get("long_context_slots") is None:
-        item.pop("long_context_slots", None)
-    return item
 
 
 def node(tokens: Tokens, node_id: str, settings: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -101,13 +92,6 @@ def config_with(
     )
     config["queue"] = {"max_queue": RUNS, "queue_timeout_s": 60}
     return config
-
-
-def initial_settings() -> dict[str, dict[str, Any]]:
-    return {
-        pid: {"capacity": 3, "priority": 1, "enabled": True, "long_context_slots": 1}
-        for pid in PROVIDERS
-    }
 
 
 def random_settings(rng: random.Random) -> dict[str, dict[str, Any]]:

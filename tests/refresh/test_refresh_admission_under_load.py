@@ -37,6 +37,7 @@ from edge.service import RunFailed, open_run
 from nodes.sessions import NodeSession
 from refresh.actions import run_refresh
 from tests.e2e.harness import echo_config, sha256_hex
+from tests.refresh.load_pool import MODEL, NODES, PROVIDERS, initial_settings, provider
 from tests.refresh.refresh_helpers import OPERATOR_PORT, PUBLIC_PORT, TOKENS, yaml_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,20 +49,10 @@ LONG_SHARE = 0.25
 THRESHOLD = 1000
 LONG_TOKENS = 4000
 NORMAL_TOKENS = 10
-NODES = {"node-a": ("a-1", "a-2"), "node-b": ("b-1", "b-2")}
-PROVIDERS = tuple(pid for pids in NODES.values() for pid in pids)
-MODEL = "echo"
 WAIT_S = 15.0
 
 
 # -- configs ----------------------------------------------------------------------------------
-
-
-def provider(pid: str, settings: dict[str, Any]) -> dict[str, Any]:
-    item = {"id": pid, "adapter": "echo", "served_models": ["echo-small"], **settings}
-    if item.get("long_context_slots") is None:
-        item.pop("long_context_slots", None)
-    return item
 
 
 def config_with(settings: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -86,13 +77,6 @@ def config_with(settings: dict[str, dict[str, Any]]) -> dict[str, Any]:
     )
     config["queue"] = {"max_queue": RUNS, "queue_timeout_s": 60}
     return config
-
-
-def initial_settings() -> dict[str, dict[str, Any]]:
-    return {
-        pid: {"capacity": 3, "priority": 1, "enabled": True, "long_context_slots": 1}
-        for pid in PROVIDERS
-    }
 
 
 def random_settings(rng: random.Random) -> dict[str, dict[str, Any]]:
