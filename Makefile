@@ -20,9 +20,11 @@ setup: $(VENV)/.installed
 run: setup
 	$(PY) manage.py run_local
 
-## test: lint, migration check, the whole suite on SQLite, then the database tests on PostgreSQL
+## test: lint, format and type checks, migration check, the suite on SQLite, then on PostgreSQL
 test: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/pytest
 	$(MAKE) --no-print-directory test-postgres
@@ -38,6 +40,7 @@ test-postgres: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 ## bench: every benchmark, quick mode
 bench: setup

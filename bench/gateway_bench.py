@@ -27,6 +27,8 @@ from pathlib import Path
 import yaml
 from loadgen import Result, build_request, run_load
 
+from edge.ports import port_open
+
 ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = 32
 BODY = json.dumps(
@@ -53,14 +55,6 @@ def wait_for(condition, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def rss_mb(pid: int) -> float:
@@ -154,7 +148,12 @@ class Stack:
         self.edge = self._spawn(
             [sys.executable, "manage.py", "run_edge", "--config", str(config_path)], env, log
         )
-        wait_for(lambda: port_open(self.edge_port) and port_open(self.mock_port), 30, "the Edge")
+        wait_for(
+            lambda: port_open("127.0.0.1", self.edge_port)
+            and port_open("127.0.0.1", self.mock_port),
+            30,
+            "the Edge",
+        )
         node_env = {**env, "IOP_NODE_TOKEN": self.node_token}
         self.node = self._spawn(
             [

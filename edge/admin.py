@@ -90,10 +90,11 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
         response = super().changelist_view(request, extra_context)
-        changelist = getattr(response, "context_data", {}).get("cl")
-        if changelist is not None:
+        context = getattr(response, "context_data", None)  # absent on a redirect
+        changelist = context.get("cl") if context is not None else None
+        if context is not None and changelist is not None:
             rows = changelist.queryset.order_by()
-            response.context_data["usage_sums"] = {
+            context["usage_sums"] = {
                 "principal": usage_sums(rows, "principal_ref"),
                 "token": usage_sums(rows, "principal_ref", "token_ref"),
             }

@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 
 
-class EdgeConfig(AppConfig):
+class EdgeAppConfig(AppConfig):
+    """The Django app around the Edge's core: mirror models, usage, commands, admin."""
+
     name = "edge"
     default_auto_field = "django.db.models.BigAutoField"

@@ -22,6 +22,6 @@ def _malloc_trim() -> Callable[[int], int] | None:
 _trim = _malloc_trim()
 
 
-def return_free_memory() -> None:
-    if _trim is not None:
-        _trim(0)
+def return_free_memory() -> bool:
+    """True when the C library gave memory back to the operating system."""
+    return _trim is not None and _trim(0) == 1

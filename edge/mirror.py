@@ -14,9 +14,9 @@ from typing import Any
 from django.db import models, transaction
 
 from edge.config import EdgeConfig
-from edge.config.canonical import adapter_canonical
 from edge.models import ConfigRevision, PrincipalToken
 from nodes.models import Adapter, Node
+from nodes.wire.node_config import AdapterSpec, adapter_payload
 from providers.models import CatalogModel, Provider, Route
 
 
@@ -99,7 +99,9 @@ class _References:
 
 
 def _existing(table: _Table) -> dict[str, Any]:
-    return {table.key(row): row for row in table.model.objects.select_related(*table.related)}
+    return {
+        table.key(row): row for row in table.model._default_manager.select_related(*table.related)
+    }
 
 
 def _upsert(
@@ -256,8 +258,8 @@ def _tables(config: EdgeConfig, refs: _References) -> Iterable[_Table]:
     )
 
 
-def _adapter_options(adapter: Any) -> dict[str, Any]:
-    options = adapter_canonical(adapter)
+def _adapter_options(adapter: AdapterSpec) -> dict[str, Any]:
+    options: dict[str, Any] = dict(adapter_payload(adapter))
     del options["id"], options["type"]
     return options
 

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from django.conf import settings
 
-from edge.config import load_config_file
+from edge.config import EdgeConfig, load_config_file
 from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_installed
 from edge.usage_store import write_usage
 
 
-def start_runtime(config_path: Path) -> EdgeRuntime:
-    runtime = EdgeRuntime(load_config_file(config_path), config_path, write_usage)
+def start_runtime(config: EdgeConfig, config_path: Path) -> EdgeRuntime:
+    """Install the process's runtime for ``config``, read from ``config_path``."""
+    runtime = EdgeRuntime(config, config_path, write_usage)
     install_runtime(runtime)
     return runtime
 
@@ -20,5 +21,6 @@ def start_runtime(config_path: Path) -> EdgeRuntime:
 def ensure_runtime() -> EdgeRuntime:
     """The installed runtime, or one built from `IOP_CONFIG` (a plain `daphne` start)."""
     if not runtime_installed():
-        return start_runtime(Path(settings.IOP_CONFIG))
+        path = Path(settings.IOP_CONFIG)
+        return start_runtime(load_config_file(path), path)
     return get_runtime()

@@ -42,7 +42,7 @@ class UsageRecorder:
     def __init__(
         self,
         write: Callable[[list[Usage]], Awaitable[None]],
-        on_quiet: Callable[[], None] | None = None,
+        on_quiet: Callable[[], object] | None = None,
     ) -> None:
         self._write = write
         # Called once when traffic stops: the first flush interval with nothing to write.

@@ -37,6 +37,7 @@ def _write(batch: list[Usage]) -> None:
 
 def _insert_sql() -> str:
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(UsageRecord._meta.get_field(c).column) for c in _COLUMNS)
+    fields = {field.name: field for field in UsageRecord._meta.concrete_fields}
+    columns = ", ".join(quote(fields[name].column) for name in _COLUMNS)
     placeholders = ", ".join(["%s"] * len(_COLUMNS))
     return f"INSERT INTO {quote(UsageRecord._meta.db_table)} ({columns}) VALUES ({placeholders})"

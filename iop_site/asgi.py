@@ -1,7 +1,8 @@
 """ASGI entry point: a Channels ProtocolTypeRouter, routing by listener and path.
 
 `/v1/` goes to the lean OpenAI ASGI app, `/ws/node/` to the Node consumer, everything else to
-Django (admin, `POST /refresh`), each only on the listener that serves it.
+Django (the admin UI; the operator API `POST /refresh` and `GET /status`), each only on the
+listener that serves it.
 """
 
 import os

@@ -2,7 +2,8 @@
 
 - public (`edge.listen`): the OpenAI API (unless `openai.listen` is set), the Node websocket and
   the admin UI;
-- operator (`edge.admin_listen`, loopback): `POST /refresh` and its OpenAPI schema, nothing else;
+- operator (`edge.admin_listen`, loopback): the operator API (`edge.operator_api.urls`):
+  `POST /refresh`, `GET /status` and their OpenAPI schema, nothing else;
 - OpenAI (`openai.listen`, when set): the OpenAI API only.
 """
 

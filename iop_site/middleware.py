@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from edge.runtime import runtime_installed
 from iop_site.listeners import OPERATOR, listener_of_port
 
-OPERATOR_URLCONF = "iop_site.operator_urls"
+OPERATOR_URLCONF = "edge.operator_api.urls"
 
 
 class ListenerURLConfMiddleware:
@@ -29,5 +29,6 @@ class ListenerURLConfMiddleware:
         if runtime_installed():
             port = request.META.get("SERVER_PORT")
             if listener_of_port(int(port) if port and port.isdigit() else None) == OPERATOR:
-                request.urlconf = OPERATOR_URLCONF
+                # Django reads a per-request `urlconf` attribute; the stubs do not declare it.
+                request.urlconf = OPERATOR_URLCONF  # type: ignore[attr-defined]
         return self.get_response(request)

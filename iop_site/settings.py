@@ -113,11 +113,12 @@ STATIC_ROOT = VAR_DIR / "static"
 # One Edge process owns dispatch, so no channel layer is needed (DESIGN §9 for scaling out).
 CHANNEL_LAYERS: dict[str, dict] = {}
 IOP_NODE_PING_INTERVAL_S = env.float("IOP_NODE_PING_INTERVAL_S", default=15.0)
+IOP_NODE_HELLO_TIMEOUT_S = env.float("IOP_NODE_HELLO_TIMEOUT_S", default=10.0)
 IOP_RUN_TIMEOUT_S = env.float("IOP_RUN_TIMEOUT_S", default=600.0)
 IOP_REFRESH_ACK_TIMEOUT_S = env.float("IOP_REFRESH_ACK_TIMEOUT_S", default=10.0)
 IOP_MAX_BODY_BYTES = env.int("IOP_MAX_BODY_BYTES", default=8 * 1024 * 1024)
 
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, object] = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,

@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 MAX_BAD_FRAMES = 5
 # A frame too large to read, or a protocol this Edge does not speak, ends the session at once.
 FATAL_FRAME_ERRORS = frozenset({"too_large", "unsupported_protocol"})
-HELLO_TIMEOUT_S = 10.0
 
 
 def token_matches(token: str, expected_sha256: str) -> bool:
@@ -58,6 +57,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
         self.background = set()
         self.bad_frames = 0
         self.last_heard = time.monotonic()
+        self.greeted = asyncio.Event()  # the Node's hello arrived
         headers = dict(self.scope["headers"])
         node_id = headers.get(b"x-iop-node", b"").decode("latin-1")
         node = self.runtime.config.node(node_id)
@@ -84,7 +84,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     # -- NodeLink ---------------------------------------------------------------------------
 
-    async def send_frame(self, frame: Mapping[str, Any]) -> None:
+    async def send_frame(self, frame: wire.Frame) -> None:
         if self.session is None or self.session.closed:
             raise ConnectionError("session closed")
         await self.send(text_data=wire.encode(frame))
@@ -107,16 +107,16 @@ class NodeConsumer(AsyncWebsocketConsumer):
         except wire.FrameError as exc:
             await self._refuse(exc.code, exc.message, fatal=exc.code in FATAL_FRAME_ERRORS)
             return
-        kind = frame["type"]
-        if kind == "run.event":
+        # Compared on the frame itself, so the type checker narrows it to that frame's shape.
+        if frame["type"] == "run.event":
             await self._run_event(session, frame)
-        elif kind == "hello":
+        elif frame["type"] == "hello":
             await self._hello(session, frame)
-        elif kind == "config.ack":
+        elif frame["type"] == "config.ack":
             await self._config_ack(session, frame)
-        elif kind == "provider.health":
+        elif frame["type"] == "provider.health":
             self._provider_health(frame)
-        elif kind == "ping":
+        elif frame["type"] == "ping":
             await self.send_frame(wire.pong(frame.get("ts")))
 
     async def _run_event(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
@@ -138,6 +138,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
             )
             return
         log.info("node %s: connected (agent %s)", self.node_id, frame["agent_version"])
+        self.greeted.set()
         config = self.runtime.config
         node = config.node(self.node_id)
         if node is not None:
@@ -179,7 +180,15 @@ class NodeConsumer(AsyncWebsocketConsumer):
             await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
 
     async def _keep_alive(self, session: NodeSession) -> None:
-        """Ping on an interval; a Node silent for three intervals is dropped."""
+        """Wait for the hello, then ping on an interval; a Node silent for three is dropped."""
+        try:
+            await asyncio.wait_for(self.greeted.wait(), settings.IOP_NODE_HELLO_TIMEOUT_S)
+        except TimeoutError:
+            # A socket that signed in but never speaks would hold its Node's slot forever.
+            timeout = settings.IOP_NODE_HELLO_TIMEOUT_S
+            await self._refuse("hello_timeout", f"no hello within {timeout:g} s", fatal=True)
+            self.runtime.nodes.detach(session)
+            return
         interval = settings.IOP_NODE_PING_INTERVAL_S
         while not session.closed:
             await asyncio.sleep(interval)

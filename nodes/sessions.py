@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from nodes import wire
+
 log = logging.getLogger(__name__)
 
 NODE_DISCONNECTED = "node_disconnected"
@@ -22,7 +24,7 @@ RECENT_RUNS_KEPT = 1024
 class NodeLink(Protocol):
     """The socket side of a session, provided by the websocket consumer."""
 
-    async def send_frame(self, frame: Mapping[str, Any]) -> None: ...
+    async def send_frame(self, frame: wire.Frame) -> None: ...
 
     async def close_session(self, code: int) -> None: ...
 
@@ -51,6 +53,28 @@ class RunStream:
         return events
 
 
+class PendingAck:
+    """A Node's answer to one `config.refresh`, expected before the frame goes out."""
+
+    __slots__ = ("_forget", "_future")
+
+    def __init__(
+        self, future: asyncio.Future[dict[str, Any]], forget: Callable[[], object]
+    ) -> None:
+        self._future = future
+        self._forget = forget
+
+    async def wait(self, timeout_s: float) -> dict[str, Any]:
+        """The `config.ack` frame. Raises TimeoutError when none comes in time (a late ack is
+        then ignored) and ConnectionError when the session goes away first."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._future
+        except TimeoutError:
+            self._forget()
+            raise
+
+
 class NodeSession:
     """One websocket connection of one Node."""
 
@@ -62,7 +86,7 @@ class NodeSession:
         self.closed = False
         self.runs: dict[str, RunStream] = {}
         self._ended: dict[str, None] = {}  # insertion-ordered set, oldest first
-        self.pending_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._pending_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     def open_run(self, run_id: str) -> RunStream:
         stream = RunStream(run_id, self)
@@ -88,19 +112,21 @@ class NodeSession:
         stream.push(event, data)
         return True
 
-    def expect_ack(self, refresh_id: str) -> asyncio.Future[dict[str, Any]]:
+    def expect_ack(self, refresh_id: str) -> PendingAck:
+        """Wait for the ack of ``refresh_id``; call it before sending, so no ack is missed."""
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.pending_acks[refresh_id] = future
-        return future
+        self._pending_acks[refresh_id] = future
+        return PendingAck(future, lambda: self._pending_acks.pop(refresh_id, None))
 
     def resolve_ack(self, frame: Mapping[str, Any]) -> bool:
-        future = self.pending_acks.pop(frame.get("refresh_id") or "", None)
+        """Hand a `config.ack` to its waiter; False when nobody waits for it (late or unknown)."""
+        future = self._pending_acks.pop(frame.get("refresh_id") or "", None)
         if future is None or future.done():
             return False
         future.set_result(dict(frame))
         return True
 
-    async def send(self, frame: Mapping[str, Any]) -> None:
+    async def send(self, frame: wire.Frame) -> None:
         await self.link.send_frame(frame)
 
     def fail_everything(self, message: str) -> None:
@@ -110,10 +136,10 @@ class NodeSession:
         for stream in self.runs.values():
             stream.push("error", {"code": NODE_DISCONNECTED, "message": message})
         self.runs.clear()
-        for future in self.pending_acks.values():
+        for future in self._pending_acks.values():
             if not future.done():
                 future.set_exception(ConnectionError(message))
-        self.pending_acks.clear()
+        self._pending_acks.clear()
 
 
 class NodeSessionStore:

@@ -1,7 +1,8 @@
 """`run_refresh`: the one refresh action behind the endpoint and the admin (DESIGN §6).
 
-Runs on the Edge's event loop, one refresh at a time: plan -> (apply) mirror + config file in
-one database transaction -> swap the runtime snapshot -> push to the Nodes -> record.
+Runs on the Edge's event loop, one refresh at a time: plan -> (apply) mirror, config file and
+refresh record in one database transaction -> swap the runtime snapshot -> push to the Nodes ->
+their answers onto that record. Any other refresh is recorded once its outcome is known.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import asyncio
 import logging
 import os
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -23,12 +25,21 @@ from edge.mirror import import_config
 from edge.models import ConfigRevision
 from edge.runtime import EdgeRuntime
 from nodes import wire
-from nodes.sessions import NodeSession
-from refresh.classify import node_configs_changed
+from nodes.sessions import PendingAck
 from refresh.models import RefreshRecord
-from refresh.plan import Mode, Plan, RefreshResult, new_refresh_id, plan_refresh
+from refresh.plan import Mode, NodePush, Plan, RefreshResult, new_refresh_id, plan_refresh
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Requester:
+    """Who asked for a refresh, as its record keeps it."""
+
+    requested_by: str
+    user_id: int | None
+    request_id: str
+    applied_from: int | None
 
 
 async def run_refresh(
@@ -44,31 +55,16 @@ async def run_refresh(
     applied_from: int | None = None,
 ) -> RefreshResult:
     """Dry-run or apply a candidate config (the config file when ``config_yaml`` is None)."""
+    requester = _Requester(requested_by, user_id, request_id, applied_from)
     async with runtime.refresh_lock:
-        try:
-            if config_yaml is None:
-                config_yaml = await asyncio.to_thread(_read_config_file, runtime)
-        except (OSError, UnicodeDecodeError) as exc:
-            config_yaml = ""
-            result = RefreshResult(
-                refresh_id=new_refresh_id(),
-                mode=mode,
-                status="invalid",
-                base_revision=runtime.config.revision,
-                errors=[{"path": "config_file", "message": f"cannot read the config file: {exc}"}],
-            )
+        plan, config_yaml = await _plan(
+            runtime, mode, config_yaml, base_revision, candidate_revision
+        )
+        if mode == "apply" and plan.applicable:
+            await _apply(runtime, plan, config_yaml, requester)
         else:
-            plan = plan_refresh(
-                runtime.config,
-                config_yaml,
-                mode=mode,
-                base_revision=base_revision,
-                candidate_revision=candidate_revision,
-            )
-            if mode == "apply" and plan.applicable:
-                await _apply(runtime, plan, config_yaml)
-            result = plan.result
-        await _record(result, config_yaml, requested_by, user_id, request_id, applied_from)
+            await _record(plan.result, config_yaml, requester)
+        result = plan.result
         log.info(
             "refresh %s (%s) by %s: %s, %d changes",
             result.refresh_id,
@@ -80,37 +76,77 @@ async def run_refresh(
         return result
 
 
+async def _plan(
+    runtime: EdgeRuntime,
+    mode: Mode,
+    config_yaml: str | None,
+    base_revision: str | None,
+    candidate_revision: str | None,
+) -> tuple[Plan, str]:
+    """The plan and the candidate text it was made from (``""`` when the file was unreadable)."""
+    if config_yaml is None:
+        try:
+            config_yaml = await asyncio.to_thread(_read_config_file, runtime)
+        except (OSError, UnicodeDecodeError) as exc:
+            unreadable = RefreshResult(
+                refresh_id=new_refresh_id(),
+                mode=mode,
+                status="invalid",
+                base_revision=runtime.config.revision,
+                errors=[{"path": "config_file", "message": f"cannot read the config file: {exc}"}],
+            )
+            return Plan(unreadable, None), ""
+    plan = plan_refresh(
+        runtime.config,
+        config_yaml,
+        mode=mode,
+        base_revision=base_revision,
+        candidate_revision=candidate_revision,
+    )
+    return plan, config_yaml
+
+
 def _read_config_file(runtime: EdgeRuntime) -> str:
     if runtime.config_path is None:
         raise FileNotFoundError("the Edge runs without a config file; send config_yaml")
     return runtime.config_path.read_text(encoding="utf-8")
 
 
-async def _apply(runtime: EdgeRuntime, plan: Plan, config_yaml: str) -> None:
-    candidate = plan.candidate
+async def _apply(runtime: EdgeRuntime, plan: Plan, config_yaml: str, requester: _Requester) -> None:
+    """Apply an applicable plan and record it; an applied record commits with the mirror."""
+    candidate, result = plan.candidate, plan.result
     assert candidate is not None
-    previous = runtime.config
-    changed = plan.result.status == "ok"
-    if changed:
-        try:
-            await _persist(runtime.config_path, candidate, config_yaml)
-        except OSError as exc:
-            # Nothing was applied: the mirror rolled back and the runtime was not touched.
-            plan.result.status = "invalid"
-            plan.result.errors = [
-                {"path": "config_file", "message": f"cannot write {runtime.config_path}: {exc}"}
-            ]
-            return
+    if result.status == "no_change":
+        runtime.swap_config(candidate)
+        await _record(result, config_yaml, requester)
+        return
+    result.status = "applied"
+    record = _new_record(result, config_yaml, requester)
+    try:
+        await _persist(runtime.config_path, candidate, config_yaml, record)
+    except OSError as exc:
+        # Nothing was applied: mirror and record rolled back, the runtime was not touched.
+        result.status = "invalid"
+        result.errors = [
+            {"path": "config_file", "message": f"cannot write {runtime.config_path}: {exc}"}
+        ]
+        await _record(result, config_yaml, requester)
+        return
     # Copy-on-write: one synchronous step on the loop, so no request sees half a config.
     runtime.swap_config(candidate)
-    plan.result.status = "applied" if changed else "no_change"
-    if changed:
-        plan.result.node_pushes = await _push(runtime, previous, candidate, plan.result.refresh_id)
+    result.node_pushes = await _push(
+        runtime, candidate, result.classification.reconfigured_nodes, result.refresh_id
+    )
+    if result.node_pushes:
+        await _record_pushes(record, result)
 
 
 @database_sync_to_async
-def _persist(config_path: Path | None, candidate: EdgeConfig, config_yaml: str) -> None:
-    """Mirror and config file together: a file that cannot be written rolls the mirror back.
+def _persist(
+    config_path: Path | None, candidate: EdgeConfig, config_yaml: str, record: RefreshRecord
+) -> None:
+    """Mirror, record and config file together: a file that cannot be written rolls the mirror
+    and the record back, and no applied revision is ever committed without its record.
 
     The backup holds the config that was running (the active revision's YAML), which differs
     from the file when the operator edited the file in place before this apply.
@@ -118,6 +154,7 @@ def _persist(config_path: Path | None, candidate: EdgeConfig, config_yaml: str) 
     with transaction.atomic():
         running = ConfigRevision.objects.filter(active=True).first()
         import_config(candidate, config_yaml, source="refresh")
+        record.save()
         if config_path is not None:
             write_atomically(
                 config_path, config_yaml, backup=running.yaml_text if running else None
@@ -145,18 +182,18 @@ def _replace(path: Path, text: str) -> None:
 
 
 async def _push(
-    runtime: EdgeRuntime, previous: EdgeConfig, candidate: EdgeConfig, refresh_id: str
-) -> list[dict[str, Any]]:
-    """Send each changed Node its new config, then collect the acks concurrently.
+    runtime: EdgeRuntime, candidate: EdgeConfig, node_ids: Sequence[str], refresh_id: str
+) -> list[NodePush]:
+    """Send each reconfigured Node its new config, then collect the acks concurrently.
 
     Called right after the swap: the frames are written back to back, before any other coroutine
     runs (sending to a session does not suspend). A session's frames arrive in order and a Node
     applies `config.refresh` before it reads its next frame, so every run routed by the old
     snapshot reaches a Node ahead of its new config and every run routed by the new one after it.
     """
-    pushes: dict[str, dict[str, Any]] = {}
+    pushes: dict[str, NodePush] = {}
     waiting = []
-    for node_id in node_configs_changed(previous.canonical, candidate.canonical):
+    for node_id in node_ids:
         session, node = runtime.nodes.get(node_id), candidate.node(node_id)
         pushes[node_id] = {"node": node_id, "status": "not_connected", "error": None}
         if session is None or session.closed or node is None:
@@ -168,19 +205,15 @@ async def _push(
             )
         except ConnectionError:
             continue
-        waiting.append(_await_ack(session, ack, refresh_id, pushes[node_id]))
+        waiting.append(_await_ack(ack, pushes[node_id]))
     await asyncio.gather(*waiting)
     return list(pushes.values())
 
 
-async def _await_ack(
-    session: NodeSession, ack: asyncio.Future[dict[str, Any]], refresh_id: str, push: dict
-) -> None:
+async def _await_ack(ack: PendingAck, push: NodePush) -> None:
     try:
-        async with asyncio.timeout(settings.IOP_REFRESH_ACK_TIMEOUT_S):
-            frame = await ack
+        frame = await ack.wait(settings.IOP_REFRESH_ACK_TIMEOUT_S)
     except TimeoutError:
-        session.pending_acks.pop(refresh_id, None)
         push["status"] = "timeout"
         return
     except ConnectionError:
@@ -188,21 +221,15 @@ async def _await_ack(
     if frame["status"] == "applied":
         push["status"] = "acked"
     else:
-        push.update(status="rejected", error=frame.get("error"))
+        push["status"] = "rejected"
+        push["error"] = frame.get("error")
 
 
-@database_sync_to_async
-def _record(
-    result: RefreshResult,
-    config_yaml: str,
-    requested_by: str,
-    user_id: int | None,
-    request_id: str,
-    applied_from: int | None,
-) -> None:
-    RefreshRecord.objects.create(
+def _new_record(result: RefreshResult, config_yaml: str, requester: _Requester) -> RefreshRecord:
+    """The record of ``result`` as it stands now, not saved yet."""
+    return RefreshRecord(
         refresh_id=result.refresh_id,
-        request_id=request_id,
+        request_id=requester.request_id,
         mode=result.mode,
         status=result.status,
         base_revision=result.base_revision,
@@ -210,7 +237,19 @@ def _record(
         # An invalid candidate may hold the very credential the validator refused (DESIGN §8).
         candidate_yaml="" if result.status == "invalid" else config_yaml,
         result=result.to_dict(),
-        requested_by=requested_by,
-        user_id=user_id,
-        applied_from_id=applied_from,
+        requested_by=requester.requested_by,
+        user_id=requester.user_id,
+        applied_from_id=requester.applied_from,
     )
+
+
+@database_sync_to_async
+def _record(result: RefreshResult, config_yaml: str, requester: _Requester) -> None:
+    _new_record(result, config_yaml, requester).save()
+
+
+@database_sync_to_async
+def _record_pushes(record: RefreshRecord, result: RefreshResult) -> None:
+    """The Nodes' answers, known only after the swap: the one later write to an applied record."""
+    record.result = result.to_dict()
+    record.save(update_fields=["result"])

@@ -22,9 +22,10 @@ from django.views.decorators.http import require_POST
 from edge.admin_mixins import ReadOnlyAdmin
 from edge.runtime import get_runtime, runtime_installed
 from refresh.actions import run_refresh
-from refresh.classify import format_summary
+from refresh.classify import format_summary, render_value
 from refresh.models import RefreshRecord
-from refresh.report import changes_of, outcome, render_value, short_revision
+from refresh.plan import SUCCESSES
+from refresh.report import changes_of, outcome, short_revision
 
 
 @admin.register(RefreshRecord)
@@ -149,7 +150,7 @@ class RefreshRecordAdmin(ReadOnlyAdmin):
             applied_from=record.pk,
         )
         applied = RefreshRecord.objects.get(refresh_id=result.refresh_id)
-        done = result.status in ("applied", "no_change")
+        done = result.status in SUCCESSES
         self.message_user(
             request, outcome(result.to_dict()), messages.SUCCESS if done else messages.ERROR
         )

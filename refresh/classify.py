@@ -75,13 +75,18 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class Classification:
-    """Every list sorted, ``[]`` when empty: the refresh result copies them as they are."""
+    """Every list sorted, ``[]`` when empty: the refresh result copies them as they are.
+
+    ``reconfigured_nodes`` is not part of the result: the nodes present on both sides whose own
+    config (the node payload a Node receives) changed, which are the Nodes a live apply pushes to.
+    """
 
     changes: list[Change] = field(default_factory=list)
     changed_nodes: list[str] = field(default_factory=list)
     changed_providers: list[str] = field(default_factory=list)
     changed_models: list[str] = field(default_factory=list)
     restart_required_paths: list[str] = field(default_factory=list)
+    reconfigured_nodes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,11 +126,13 @@ def classify(old: Mapping[str, Any], new: Mapping[str, Any]) -> Classification:
 
     changes = [Change(at.path, op, o, n, _apply_of(at.pattern)) for at, op, o, n in found]
     touched: dict[str, set[str]] = {"nodes": set(), "nodes[*].providers": set(), "models": set()}
+    added_or_removed_nodes: set[str] = set()
     for at, op, o, n in found:
         for collection, identity in at.scope:
             touched.get(collection, set()).add(identity)
         if at.pattern == "nodes[*]" and op != "changed":
             # An added or removed node is one change; its providers changed all the same.
+            added_or_removed_nodes.add(at.scope[-1][1])
             touched["nodes[*].providers"].update(p["id"] for p in (o or n).get("providers", []))
     return Classification(
         changes=changes,
@@ -133,13 +140,10 @@ def classify(old: Mapping[str, Any], new: Mapping[str, Any]) -> Classification:
         changed_providers=sorted(touched["nodes[*].providers"]),
         changed_models=sorted(touched["models"]),
         restart_required_paths=[c.path for c in changes if c.apply == "restart"],
+        # The canonical form's `nodes[*]` is the node payload itself, so a change under an
+        # existing node is exactly a change of what that Node receives.
+        reconfigured_nodes=sorted(touched["nodes"] - added_or_removed_nodes),
     )
-
-
-def node_configs_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """Ids of the nodes present in both configs whose node-specific config differs."""
-    in_both = {n["id"] for n in old.get("nodes", [])} & {n["id"] for n in new.get("nodes", [])}
-    return [node for node in classify(old, new).changed_nodes if node in in_both]
 
 
 def format_change(change: Change) -> str:
@@ -152,7 +156,9 @@ def format_change(change: Change) -> str:
         sign = "!" if change.apply == "restart" else "~"
     how = "live" if change.apply == "live" else "restart required"
     if change.op == "changed":
-        return f"{sign} {change.path}: {_render(change.old)} → {_render(change.new)} ({how})"
+        return (
+            f"{sign} {change.path}: {render_value(change.old)} → {render_value(change.new)} ({how})"
+        )
     return f"{sign} {change.path} ({how})"
 
 
@@ -207,7 +213,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _render(value: Any) -> str:
+def render_value(value: Any) -> str:
+    """A changed value as the plan shows it: strings bare, anything else as compact JSON."""
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -1,4 +1,8 @@
-"""Refresh records: every refresh, kept as it happened, never edited."""
+"""Refresh records: every refresh, kept as it happened, never edited.
+
+An apply's record commits with the mirror, before its Node pushes are known; their answers are
+then written into its ``result`` once, and nothing else ever changes a record.
+"""
 
 from __future__ import annotations
 

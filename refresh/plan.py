@@ -7,13 +7,26 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, get_args
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
 from refresh.classify import Classification, classify
 
 Mode = Literal["dry_run", "apply"]
 Status = Literal["no_change", "ok", "applied", "restart_required", "invalid", "stale"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+# A refresh that went through (or, as a dry run, would); every other status is a refusal that
+# changed nothing.
+SUCCESSES: frozenset[Status] = frozenset({"no_change", "ok", "applied"})
+PushStatus = Literal["acked", "rejected", "not_connected", "timeout"]
+
+
+class NodePush(TypedDict):
+    """How one Node took its pushed config."""
+
+    node: str
+    status: PushStatus
+    error: str | None
 
 
 @dataclass
@@ -25,7 +38,7 @@ class RefreshResult:
     candidate_revision: str | None = None
     classification: Classification = field(default_factory=Classification)
     errors: list[dict[str, str]] = field(default_factory=list)
-    node_pushes: list[dict[str, Any]] = field(default_factory=list)
+    node_pushes: list[NodePush] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,6 @@ the CLI gets over HTTP and what a `RefreshRecord` stores.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,13 +15,6 @@ from refresh.classify import Change, format_change, format_summary
 
 def changes_of(result: Mapping[str, Any]) -> list[Change]:
     return [Change(**change) for change in result.get("changes", [])]
-
-
-def render_value(value: Any) -> str:
-    """A changed value as the plan shows it: strings bare, anything else as compact JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def short_revision(revision: str | None) -> str:

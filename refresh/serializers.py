@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from rest_framework import serializers
 
 from edge.config.yaml_source import MAX_CONFIG_BYTES
+from refresh.classify import Apply, Op
+from refresh.plan import STATUSES, Mode, PushStatus
 
 
 class RefreshRequestSerializer(serializers.Serializer):
-    mode = serializers.ChoiceField(choices=["dry_run", "apply"])
+    mode = serializers.ChoiceField(choices=get_args(Mode))
     config_yaml = serializers.CharField(
         required=False,
         trim_whitespace=False,
@@ -29,10 +33,10 @@ class RefreshRequestSerializer(serializers.Serializer):
 
 class ChangeSerializer(serializers.Serializer):
     path = serializers.CharField()
-    op = serializers.ChoiceField(choices=["added", "removed", "changed"])
+    op = serializers.ChoiceField(choices=get_args(Op))
     old = serializers.JSONField(allow_null=True)
     new = serializers.JSONField(allow_null=True)
-    apply = serializers.ChoiceField(choices=["live", "restart"])
+    apply = serializers.ChoiceField(choices=get_args(Apply))
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -42,16 +46,14 @@ class ErrorSerializer(serializers.Serializer):
 
 class NodePushSerializer(serializers.Serializer):
     node = serializers.CharField()
-    status = serializers.ChoiceField(choices=["acked", "rejected", "not_connected", "timeout"])
+    status = serializers.ChoiceField(choices=get_args(PushStatus))
     error = serializers.CharField(allow_null=True)
 
 
 class RefreshResultSerializer(serializers.Serializer):
     refresh_id = serializers.CharField()
-    mode = serializers.ChoiceField(choices=["dry_run", "apply"])
-    status = serializers.ChoiceField(
-        choices=["no_change", "ok", "applied", "restart_required", "invalid", "stale"]
-    )
+    mode = serializers.ChoiceField(choices=get_args(Mode))
+    status = serializers.ChoiceField(choices=STATUSES)
     base_revision = serializers.CharField()
     candidate_revision = serializers.CharField(allow_null=True)
     changes = ChangeSerializer(many=True)

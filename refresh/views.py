@@ -8,19 +8,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from edge.operator_api.permissions import LoopbackOnly
 from edge.runtime import get_runtime
 from refresh.actions import run_refresh
-from refresh.permissions import LoopbackOnly
+from refresh.plan import STATUSES, SUCCESSES, Status
 from refresh.serializers import RefreshRequestSerializer, RefreshResultSerializer
 
-# The HTTP status of each result status: refusals are 4xx so scripts notice them.
+# Refusals are 4xx so scripts notice them; a refusal without a code here fails at import.
+REFUSAL_CODES: dict[Status, int] = {"restart_required": 409, "stale": 412, "invalid": 422}
 STATUS_CODES = {
-    "no_change": 200,
-    "ok": 200,
-    "applied": 200,
-    "restart_required": 409,
-    "stale": 412,
-    "invalid": 422,
+    status: 200 if status in SUCCESSES else REFUSAL_CODES[status] for status in STATUSES
 }
 
 
@@ -31,7 +28,7 @@ class RefreshView(APIView):
 
     @extend_schema(
         request=RefreshRequestSerializer,
-        responses={code: RefreshResultSerializer for code in (200, 409, 412, 422)},
+        responses={code: RefreshResultSerializer for code in sorted(set(STATUS_CODES.values()))},
         summary="Dry-run or apply a config refresh",
     )
     def post(self, request: Request) -> Response:

@@ -3,6 +3,7 @@
 The canonical form is plain JSON data: every default spelled out, inherited values resolved,
 lists keyed by identity sorted by that identity. Two configs that mean the same thing have the
 same canonical form, so its sha256 (the ``revision``) ignores order, comments and defaults.
+A node's entry is exactly the payload its Node receives (``nodes.wire.node_config``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 from typing import Any
 
 from edge.config.schema import (
-    Adapter,
     ControlPlane,
     EdgeSection,
     Model,
@@ -21,19 +21,10 @@ from edge.config.schema import (
     Provider,
     QueueDefaults,
 )
-
-# The keys each adapter type carries; the others do not apply to it.
-ADAPTER_FIELDS: dict[str, tuple[str, ...]] = {
-    "echo": ("id", "type", "token_delay_ms"),
-    "openai_http": ("id", "type", "base_url", "api_key_env", "timeout_s", "health_interval_s"),
-}
+from nodes.wire.node_config import NodePayload, ProviderPayload, adapter_payload
 
 
-def adapter_canonical(adapter: Adapter) -> dict[str, Any]:
-    return {key: getattr(adapter, key) for key in ADAPTER_FIELDS[adapter.type]}
-
-
-def provider_canonical(provider: Provider) -> dict[str, Any]:
+def provider_canonical(provider: Provider) -> ProviderPayload:
     return {
         "id": provider.id,
         "adapter": provider.adapter,
@@ -47,14 +38,14 @@ def provider_canonical(provider: Provider) -> dict[str, Any]:
     }
 
 
-def node_canonical(node: Node) -> dict[str, Any]:
-    """The node-specific config a Node receives on connect and on refresh."""
+def node_canonical(node: Node) -> NodePayload:
+    """The node-specific config a Node receives on connect and on refresh (its wire payload)."""
     return {
         "id": node.id,
         "alias": node.alias,
         "token_hash_sha256": node.token_hash_sha256,
         "concurrency": node.concurrency,
-        "adapters": [adapter_canonical(a) for a in sorted(node.adapters, key=_by_id)],
+        "adapters": [adapter_payload(a) for a in sorted(node.adapters, key=_by_id)],
         "providers": [provider_canonical(p) for p in sorted(node.providers, key=_by_id)],
     }
 

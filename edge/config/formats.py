@@ -21,15 +21,6 @@ ENV_NAME_EXPECTED = "an environment variable name such as VLLM_API_KEY"
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 SHA256_EXPECTED = "64 lowercase hex characters (a sha256 digest)"
 
-ADAPTER_TYPE_ALIASES = {
-    "echo": "echo",
-    "openai_http": "openai_http",
-    "openai": "openai_http",
-    "openai_compatible": "openai_http",
-    "vllm": "openai_http",
-    "ollama": "openai_http",
-}
-
 
 def listen_problem(value: str) -> str | None:
     """Why ``value`` is not a ``host:port`` address, or None when it is one."""

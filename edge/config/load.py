@@ -22,7 +22,6 @@ from edge.config.cross_checks import (
 from edge.config.errors import ConfigError
 from edge.config.fields import Fields, join, show_number
 from edge.config.schema import (
-    Adapter,
     ControlPlane,
     EdgeConfig,
     EdgeSection,
@@ -36,16 +35,22 @@ from edge.config.schema import (
     frozen_mapping,
 )
 from edge.config.yaml_source import MAX_CONFIG_BYTES, parse_yaml
+from nodes.wire.node_config import (
+    ADAPTER_KEYS,
+    ADAPTER_TYPE_ALIASES,
+    ADAPTER_TYPES,
+    DEFAULT_HEALTH_INTERVAL_S,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_TOKEN_DELAY_MS,
+    AdapterSpec,
+    normalize_adapter_type,
+)
 
 TOP_KEYS = ("version", "edge", "control_plane", "openai", "queue", "nodes", "models")
 EDGE_KEYS = ("id", "listen", "admin_listen", "bootstrap_path")
 OPENAI_KEYS = ("listen", "long_context_threshold_tokens", "require_auth", "principal_tokens")
 TOKEN_KEYS = ("token_ref", "token_hash_sha256", "principal_ref", "alias")
 NODE_KEYS = ("id", "alias", "token_hash_sha256", "concurrency", "adapters", "providers")
-ADAPTER_KEYS = {
-    "echo": ("id", "type", "token_delay_ms"),
-    "openai_http": ("id", "type", "base_url", "api_key_env", "timeout_s", "health_interval_s"),
-}
 PROVIDER_KEYS = (
     "id",
     "adapter",
@@ -162,7 +167,7 @@ def _edge(fields: Fields, raw: Any) -> EdgeSection | None:
     bootstrap = fields.string(data, "bootstrap_path", "edge", default=DEFAULT_BOOTSTRAP_PATH)
     if bootstrap == "":
         fields.error("edge.bootstrap_path", "must not be empty")
-    if None in (edge_id, listen, admin_listen, bootstrap):
+    if edge_id is None or listen is None or admin_listen is None or bootstrap is None:
         return None
     return EdgeSection(edge_id, listen, admin_listen, bootstrap)
 
@@ -220,7 +225,7 @@ def _principal_token(fields: Fields, raw: Any, path: str) -> PrincipalToken | No
     alias = fields.string(
         data, "alias", path, default=None, pattern=formats.LABEL, expected=formats.LABEL_EXPECTED
     )
-    if None in (token_ref, digest, principal):
+    if token_ref is None or digest is None or principal is None:
         return None
     return PrincipalToken(token_ref, digest, principal, alias)
 
@@ -294,10 +299,10 @@ def _node(fields: Fields, raw: Any, path: str, queue: QueueDefaults | None) -> N
     return Node(node_id, alias, digest, concurrency, tuple(adapters), tuple(providers))
 
 
-def _adapter(fields: Fields, raw: Any, path: str) -> Adapter | None:
+def _adapter(fields: Fields, raw: Any, path: str) -> AdapterSpec | None:
     raw_type = raw.get("type") if isinstance(raw, dict) else None
-    adapter_type = formats.ADAPTER_TYPE_ALIASES.get(raw_type) if isinstance(raw_type, str) else None
-    known = ADAPTER_KEYS.get(adapter_type, ("id", "type"))
+    adapter_type = normalize_adapter_type(raw_type)
+    known = ADAPTER_KEYS[adapter_type] if adapter_type else ("id", "type")
     other = {
         key: f"does not apply to adapter type '{adapter_type}'"
         for keys in ADAPTER_KEYS.values()
@@ -309,14 +314,16 @@ def _adapter(fields: Fields, raw: Any, path: str) -> Adapter | None:
         return None
     adapter_id = fields.string(data, "id", path, pattern=formats.ID, expected=formats.ID_EXPECTED)
     if "type" in data and adapter_type is None:
-        choices = ", ".join(sorted(formats.ADAPTER_TYPE_ALIASES))
+        choices = ", ".join(sorted((*ADAPTER_TYPES, *ADAPTER_TYPE_ALIASES)))
         fields.error(join(path, "type"), f"must be one of {choices} (got {raw_type!r})")
         return None
     if adapter_id is None or adapter_type is None:
         return None
     if adapter_type == "echo":
-        delay = fields.number(data, "token_delay_ms", path, default=0.0, minimum=0, maximum=10_000)
-        return None if delay is None else Adapter(adapter_id, "echo", token_delay_ms=delay)
+        delay = fields.number(
+            data, "token_delay_ms", path, default=DEFAULT_TOKEN_DELAY_MS, minimum=0, maximum=10_000
+        )
+        return None if delay is None else AdapterSpec(adapter_id, "echo", token_delay_ms=delay)
     base_url = fields.string(data, "base_url", path)
     if "base_url" not in data:
         fields.error(join(path, "base_url"), "is required for an openai_http adapter")
@@ -331,11 +338,11 @@ def _adapter(fields: Fields, raw: Any, path: str) -> Adapter | None:
         pattern=formats.ENV_NAME,
         expected=formats.ENV_NAME_EXPECTED,
     )
-    timeout = _timeout(fields, data, "timeout_s", path, 60.0)
-    interval = _timeout(fields, data, "health_interval_s", path, 10.0)
-    if None in (base_url, timeout, interval):
+    timeout = _timeout(fields, data, "timeout_s", path, DEFAULT_TIMEOUT_S)
+    interval = _timeout(fields, data, "health_interval_s", path, DEFAULT_HEALTH_INTERVAL_S)
+    if base_url is None or timeout is None or interval is None:
         return None
-    return Adapter(
+    return AdapterSpec(
         adapter_id,
         "openai_http",
         base_url=formats.normalize_url(base_url),
@@ -368,8 +375,17 @@ def _provider(fields: Fields, raw: Any, path: str, queue: QueueDefaults | None) 
     max_queue = fields.integer(data, "max_queue", path, default=default_queue, minimum=0)
     default_timeout = queue.queue_timeout_s if queue else DEFAULT_QUEUE_TIMEOUT_S
     timeout = _timeout(fields, data, "queue_timeout_s", path, default_timeout)
-    values = (provider_id, adapter, served, enabled, capacity, priority, max_queue, timeout)
-    if None in values or (slots is not None and capacity is not None and slots > capacity):
+    if (
+        provider_id is None
+        or adapter is None
+        or served is None
+        or enabled is None
+        or capacity is None
+        or priority is None
+        or max_queue is None
+        or timeout is None
+        or (slots is not None and slots > capacity)
+    ):
         return None
     return Provider(
         provider_id, adapter, served, enabled, capacity, slots, priority, max_queue, timeout

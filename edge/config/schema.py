@@ -2,7 +2,8 @@
 
 Objects here are only ever built by ``edge.config.load``; every value is already checked,
 defaulted and normalized. Inherited defaults are resolved: a provider always carries its
-effective ``max_queue`` and ``queue_timeout_s``.
+effective ``max_queue`` and ``queue_timeout_s``. A node's adapters are the wire contract's
+``AdapterSpec`` (``nodes.wire.node_config``), the same objects the Node parses its payload into.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from nodes.wire.node_config import AdapterSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,19 +52,6 @@ class QueueDefaults:
 
 
 @dataclass(frozen=True, slots=True)
-class Adapter:
-    """An adapter on a Node. ``type`` is ``echo`` or ``openai_http`` after normalization."""
-
-    id: str
-    type: str
-    base_url: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = 60.0
-    health_interval_s: float = 10.0
-    token_delay_ms: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
 class Provider:
     id: str
     adapter: str
@@ -80,11 +70,8 @@ class Node:
     alias: str | None
     token_hash_sha256: str
     concurrency: int | None
-    adapters: tuple[Adapter, ...]
+    adapters: tuple[AdapterSpec, ...]
     providers: tuple[Provider, ...]
-
-    def adapter(self, adapter_id: str) -> Adapter:
-        return next(a for a in self.adapters if a.id == adapter_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +103,6 @@ class EdgeConfig:
 
     def node(self, node_id: str) -> Node | None:
         return next((n for n in self.nodes if n.id == node_id), None)
-
-    def providers(self) -> dict[str, tuple[Node, Provider]]:
-        """Provider id -> (its node, the provider)."""
-        return {p.id: (n, p) for n in self.nodes for p in n.providers}
-
-    def model(self, model_id: str) -> Model | None:
-        return next((m for m in self.models if m.id == model_id), None)
 
     def summary(self) -> str:
         providers = sum(len(n.providers) for n in self.nodes)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from edge.dispatch.pool import ProviderPool
-    from edge.dispatch.state import ProviderState
+from edge.dispatch.state import ProviderState
 
 ContextClass = Literal["normal", "long"]
 NORMAL: ContextClass = "normal"
@@ -19,17 +18,19 @@ class Lease:
 
     A long lease holds a long slot and a normal slot. ``release()`` is idempotent so every exit
     path (done, error, cancel, client gone, Node gone) may call it without coordination; the
-    lease is also a context manager that releases on exit.
+    lease is also a context manager that releases on exit. ``on_release`` hands the slot back to
+    whoever granted it; ``provider_state`` lets the pool tell a lease of today's provider from one
+    granted before a swap replaced it.
     """
 
     __slots__ = (
-        "_pool",
-        "_state",
+        "_on_release",
         "adapter_id",
         "context_class",
         "model",
         "node_id",
         "provider_id",
+        "provider_state",
         "queued_ms",
         "released",
         "served_model",
@@ -37,15 +38,15 @@ class Lease:
 
     def __init__(
         self,
-        pool: ProviderPool,
         state: ProviderState,
         model: str,
         served_model: str,
         long: bool,
         queued_ms: float,
+        on_release: Callable[[], None],
     ) -> None:
-        self._pool = pool
-        self._state = state
+        self._on_release = on_release
+        self.provider_state = state
         spec = state.spec
         self.model = model
         self.provider_id = spec.id
@@ -60,7 +61,7 @@ class Lease:
         if self.released:
             return
         self.released = True
-        self._pool._release(self._state, self.context_class is LONG)
+        self._on_release()
 
     def __enter__(self) -> Lease:
         return self

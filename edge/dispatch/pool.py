@@ -25,7 +25,7 @@ from edge.dispatch.errors import (
 )
 from edge.dispatch.lease import Lease
 from edge.dispatch.snapshot import PoolSnapshot
-from edge.dispatch.state import ModelGroup, ProviderState, Route, Waiter
+from edge.dispatch.state import GroupRoute, ModelGroup, ProviderState, Waiter
 from edge.dispatch.stats import ModelStats, PoolStats, ProviderStats
 
 
@@ -109,7 +109,9 @@ class ProviderPool:
         state.in_flight += 1
         if long:
             state.long_in_flight += 1
-        return Lease(self, state, group.model_id, served, long, queued_ms)
+        return Lease(
+            state, group.model_id, served, long, queued_ms, lambda: self._release(state, long)
+        )
 
     def _grant(self, waiter: Waiter, state: ProviderState) -> None:
         self._leave(waiter)
@@ -234,7 +236,7 @@ class ProviderPool:
         groups: dict[str, ModelGroup] = {}
         for model in snapshot.models:
             group = self._groups.get(model.id) or ModelGroup(model.id)
-            routes = [Route(providers[pid], served) for pid, served in model.routes.items()]
+            routes = [GroupRoute(providers[pid], served) for pid, served in model.routes.items()]
             group.set_routes(routes)
             for route in routes:
                 route.state.groups.append(group)
@@ -274,8 +276,8 @@ class ProviderPool:
         group = self._groups.get(lease.model)
         return (
             group is not None
-            and self._providers.get(lease.provider_id) is lease._state
-            and lease._state.listed
+            and self._providers.get(lease.provider_id) is lease.provider_state
+            and lease.provider_state.listed
             and group.served.get(lease.provider_id) == lease.served_model
         )
 

@@ -62,7 +62,9 @@ class ProviderState:
         return self.in_flight == 0 and self.long_in_flight == 0
 
 
-class Route:
+class GroupRoute:
+    """A model group's way to one provider, under the name that provider serves it as."""
+
     __slots__ = ("served", "state")
 
     def __init__(self, state: ProviderState, served: str) -> None:
@@ -75,7 +77,7 @@ class Tier:
 
     __slots__ = ("next", "routes")
 
-    def __init__(self, routes: list[Route]) -> None:
+    def __init__(self, routes: list[GroupRoute]) -> None:
         self.routes = routes
         self.next = 0
 
@@ -144,11 +146,11 @@ class ModelGroup:
         self.model_id = model_id
         self.normal_queue = WaitQueue()
         self.long_queue = WaitQueue()
-        self.routes: list[Route] = []
+        self.routes: list[GroupRoute] = []
         self.served: dict[str, str] = {}
         self.tiers: list[Tier] = []
 
-    def set_routes(self, routes: list[Route]) -> None:
+    def set_routes(self, routes: list[GroupRoute]) -> None:
         # Where each tier's round-robin would go next, so a swap does not restart the rotation.
         upcoming = {tier.routes[tier.next].state.id for tier in self.tiers}
         routes = sorted(routes, key=lambda r: (r.state.spec.priority, r.state.id))
@@ -173,7 +175,7 @@ class ModelGroup:
     def waiting(self) -> int:
         return self.normal_queue.live + self.long_queue.live
 
-    def select(self, long: bool) -> Route | None:
+    def select(self, long: bool) -> GroupRoute | None:
         """The free route to use: lowest priority tier first, round-robin inside a tier."""
         for tier in self.tiers:
             routes = tier.routes

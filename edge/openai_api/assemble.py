@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from edge.service import RunFailed
+from edge.runs import RunFailed
 
 BAD_NODE_RESPONSE = "bad_node_response"
 

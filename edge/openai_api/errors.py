@@ -1,4 +1,4 @@
-"""OpenAI's error envelope, and the errors the API answers with."""
+"""OpenAI's error envelope, and what the API answers for its own, dispatch's and runs' errors."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from edge.dispatch import DispatchError
+from edge.runs import DEADLINE_EXCEEDED, RunFailed
 
 # The `type` OpenAI's clients expect for each status class.
 _TYPES = {
@@ -16,6 +17,10 @@ _TYPES = {
     405: "invalid_request_error",
     429: "rate_limit_error",
 }
+
+# Upstream answers that blame the request itself (e.g. a prompt over the context length): a 4xx,
+# so clients do not retry what cannot succeed.
+UPSTREAM_REJECTIONS = frozenset({400, 413, 422})
 
 
 class APIError(Exception):
@@ -60,6 +65,16 @@ class APIError(Exception):
         return cls(
             error.status, error.message, code=error.code, param=param, retry_after=error.retry_after
         )
+
+    @classmethod
+    def from_run_failure(cls, failure: RunFailed) -> APIError:
+        status, code = (504 if failure.code == DEADLINE_EXCEEDED else 502), failure.code
+        message = failure.message
+        if failure.upstream_status is not None:
+            message = f"Upstream returned {failure.upstream_status}: {message}"
+            if failure.upstream_status in UPSTREAM_REJECTIONS:
+                status, code = 400, "upstream_rejected"
+        return cls(status, message, code=code)
 
 
 def invalid(message: str, param: str | None = None) -> APIError:

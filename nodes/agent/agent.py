@@ -15,7 +15,7 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus
 from nodes import wire
 from nodes.agent.adapters import build_adapter
 from nodes.agent.registry import AdapterFactory
-from nodes.agent.session import NodeSession, SessionOutcome
+from nodes.agent.session import EdgeSession, SessionOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class NodeAgent:
         self._backoff = backoff or Backoff()
         self._adapter_factory = adapter_factory
         self._stop = asyncio.Event()
-        self._session: NodeSession | None = None
+        self._session: EdgeSession | None = None
         self._drain_task: asyncio.Task[None] | None = None
         self._attempt: asyncio.Task[SessionOutcome] | None = None
 
@@ -129,7 +129,7 @@ class NodeAgent:
                 compression=None,
             ) as websocket:
                 logger.info("connected to %s", settings.edge_url)
-                session = NodeSession(
+                session = EdgeSession(
                     websocket, settings.node_id, adapter_factory=self._adapter_factory
                 )
                 self._session = session

@@ -28,8 +28,8 @@ class HealthMonitor:
 
     def snapshot(self) -> HealthMap:
         return {
-            provider_id: self._adapter_health[route.adapter.id]
-            for provider_id, route in self._registry.routes.items()
+            provider_id: self._adapter_health[entry.adapter.id]
+            for provider_id, entry in self._registry.providers.items()
         }
 
     async def run(self) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from nodes.agent.adapters import Adapter, build_adapter
-from nodes.agent.spec import AdapterSpec, NodeSpec
+from nodes.wire import AdapterSpec, NodeSpec
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,9 @@ AdapterFactory = Callable[[AdapterSpec], Adapter]
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
+class RegistryEntry:
+    """One provider this Node serves: the adapter that runs it and the models it answers for."""
+
     provider_id: str
     adapter: Adapter
     served_models: frozenset[str]
@@ -60,13 +62,13 @@ class Registry:
         self,
         revision: str,
         adapters: Mapping[str, tuple[AdapterSpec, Adapter]],
-        routes: Mapping[str, Route],
+        providers: Mapping[str, RegistryEntry],
         holds: AdapterHolds | None = None,
     ) -> None:
         self.revision = revision
         self.specs = MappingProxyType({aid: spec for aid, (spec, _) in adapters.items()})
         self.adapters = MappingProxyType({aid: adapter for aid, (_, adapter) in adapters.items()})
-        self.routes = MappingProxyType(dict(routes))
+        self.providers = MappingProxyType(dict(providers))
         self._holds = holds if holds is not None else AdapterHolds()
         self._holds.take(self.adapters.values())
         self._active_runs = 0
@@ -90,10 +92,11 @@ class Registry:
                 adapters[adapter_spec.id] = (adapter_spec, previous.adapters[adapter_spec.id])
             else:
                 adapters[adapter_spec.id] = (adapter_spec, adapter_factory(adapter_spec))
-        routes = {
-            p.id: Route(p.id, adapters[p.adapter][1], p.served_models) for p in spec.providers
+        providers = {
+            p.id: RegistryEntry(p.id, adapters[p.adapter][1], p.served_models)
+            for p in spec.providers
         }
-        return cls(revision, adapters, routes, previous._holds if previous else None)
+        return cls(revision, adapters, providers, previous._holds if previous else None)
 
     @property
     def active_runs(self) -> int:
@@ -104,16 +107,16 @@ class Registry:
         return self._closed.is_set()
 
     def resolve(self, provider_id: str, adapter_id: str, target: str) -> Adapter:
-        route = self.routes.get(provider_id)
-        if route is None:
+        entry = self.providers.get(provider_id)
+        if entry is None:
             raise RouteError(f"provider {provider_id!r} is not on this node")
-        if route.adapter.id != adapter_id:
+        if entry.adapter.id != adapter_id:
             raise RouteError(
-                f"provider {provider_id!r} uses adapter {route.adapter.id!r}, not {adapter_id!r}"
+                f"provider {provider_id!r} uses adapter {entry.adapter.id!r}, not {adapter_id!r}"
             )
-        if target not in route.served_models:
+        if target not in entry.served_models:
             raise RouteError(f"provider {provider_id!r} does not serve model {target!r}")
-        return route.adapter
+        return entry.adapter
 
     def begin_run(self) -> None:
         # Called synchronously when the run is accepted, so a swap cannot slip in between.

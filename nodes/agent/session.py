@@ -13,7 +13,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
@@ -22,7 +21,6 @@ from nodes import wire
 from nodes.agent.adapters import Adapter, AdapterError, Delta, build_adapter
 from nodes.agent.health import HealthMap, HealthMonitor
 from nodes.agent.registry import AdapterFactory, Registry, RegistrySlot, RouteError
-from nodes.agent.spec import NodeConfigError, parse_node_config
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +35,9 @@ class SessionOutcome:
     close_reason: str
 
 
-class NodeSession:
+class EdgeSession:
+    """The Node's side of one connection to the Edge."""
+
     def __init__(
         self,
         websocket: ClientConnection,
@@ -81,7 +81,9 @@ class NodeSession:
             if registry is not None:
                 # Tell dispatch to look elsewhere while the last runs finish.
                 await self._send(
-                    wire.provider_health({pid: (False, "node draining") for pid in registry.routes})
+                    wire.provider_health(
+                        {pid: (False, "node draining") for pid in registry.providers}
+                    )
                 )
             await self._wait_for_runs(grace_s)
             await self._cut_runs()
@@ -132,10 +134,11 @@ class NodeSession:
             await self._send(wire.run_error(frame["run_id"], wire.ERROR_BAD_REQUEST, exc.message))
 
     async def _apply_config(
-        self, revision: str, node: dict[str, Any], refresh_id: str | None
+        self, revision: str, node: wire.NodePayload, refresh_id: str | None
     ) -> None:
         try:
-            spec = parse_node_config(node, node_id=self._node_id)
+            # The frame checks only that ``node`` is an object; the parser checks the rest.
+            spec = wire.parse_node_config(node, node_id=self._node_id)
             registry = Registry.build(
                 spec,
                 revision,
@@ -145,7 +148,9 @@ class NodeSession:
         except Exception as exc:
             # Whatever went wrong, the Edge gets the reason and the current registry stays.
             reason = (
-                str(exc) if isinstance(exc, NodeConfigError) else f"cannot build adapters: {exc}"
+                str(exc)
+                if isinstance(exc, wire.NodeConfigError)
+                else f"cannot build adapters: {exc}"
             )
             logger.error("config %s rejected: %s", revision, reason)
             await self._send(wire.config_ack(revision, refresh_id=refresh_id, error=reason))
@@ -157,7 +162,7 @@ class NodeSession:
         await self._send(wire.config_ack(revision, refresh_id=refresh_id))
         if not self._draining:
             self._start_health(registry)
-        providers = ", ".join(sorted(registry.routes)) or "none"
+        providers = ", ".join(sorted(registry.providers)) or "none"
         if not self.ready.is_set():
             logger.info("ready: config %s, providers: %s", revision, providers)
             self.ready.set()

@@ -1,7 +1,8 @@
 """Edge <-> Node wire frames (DESIGN §5): JSON text frames, each an object with ``type``.
 
 Both the Edge's websocket consumer and the Node agent use this package; it imports neither.
-``frames`` holds the shapes and builders, ``codec`` encodes and checks. Use it as
+``frames`` holds the shapes and builders, ``codec`` encodes and checks, ``node_config`` is the
+contract for the ``node`` payload of ``config`` frames and its parser on the Node. Use it as
 ``from nodes import wire`` then ``wire.decode(text, accept=wire.NODE_TO_EDGE)``.
 """
 
@@ -56,12 +57,39 @@ from nodes.wire.frames import (
     run_error,
     run_request,
 )
+from nodes.wire.node_config import (
+    ADAPTER_KEYS,
+    ADAPTER_TYPE_ALIASES,
+    ADAPTER_TYPES,
+    DEFAULT_HEALTH_INTERVAL_S,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_TOKEN_DELAY_MS,
+    AdapterPayload,
+    AdapterSpec,
+    AdapterType,
+    EchoAdapterPayload,
+    NodeConfigError,
+    NodePayload,
+    NodeProviderSpec,
+    NodeSpec,
+    OpenAIHTTPAdapterPayload,
+    ProviderPayload,
+    adapter_payload,
+    normalize_adapter_type,
+    parse_node_config,
+)
 
 __all__ = [
+    "ADAPTER_KEYS",
+    "ADAPTER_TYPES",
+    "ADAPTER_TYPE_ALIASES",
     "CLOSE_PROTOCOL_ERROR",
     "CLOSE_REASONS",
     "CLOSE_SUPERSEDED",
     "CLOSE_UNAUTHORIZED",
+    "DEFAULT_HEALTH_INTERVAL_S",
+    "DEFAULT_TIMEOUT_S",
+    "DEFAULT_TOKEN_DELAY_MS",
     "EDGE_TO_NODE",
     "ERROR_BAD_REQUEST",
     "ERROR_DEADLINE_EXCEEDED",
@@ -75,23 +103,34 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "NODE_TO_EDGE",
     "PROTOCOL_VERSION",
+    "AdapterPayload",
+    "AdapterSpec",
+    "AdapterType",
     "Config",
     "ConfigAck",
     "ConfigRefresh",
     "DoneData",
+    "EchoAdapterPayload",
     "Error",
     "ErrorData",
     "Frame",
     "FrameError",
     "Hello",
+    "NodeConfigError",
+    "NodePayload",
+    "NodeProviderSpec",
+    "NodeSpec",
+    "OpenAIHTTPAdapterPayload",
     "Ping",
     "Pong",
     "ProviderHealth",
     "ProviderHealthEntry",
+    "ProviderPayload",
     "RunCancel",
     "RunEvent",
     "RunRequest",
     "Usage",
+    "adapter_payload",
     "config",
     "config_ack",
     "config_refresh",
@@ -99,6 +138,8 @@ __all__ = [
     "encode",
     "error",
     "hello",
+    "normalize_adapter_type",
+    "parse_node_config",
     "ping",
     "pong",
     "provider_health",

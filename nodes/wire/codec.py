@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 from nodes.wire.frames import FRAME_TYPES, MAX_FRAME_BYTES, PROTOCOL_VERSION, Frame
 
@@ -31,11 +31,11 @@ def encode(frame: Frame) -> str:
 _Check = Callable[[Any], bool]
 
 
-def _is_str(value: Any) -> bool:
+def _is_str(value: Any) -> TypeGuard[str]:
     return type(value) is str
 
 
-def _is_id(value: Any) -> bool:
+def _is_id(value: Any) -> TypeGuard[str]:
     return type(value) is str and value != ""
 
 
@@ -44,7 +44,7 @@ MAX_TOKEN_COUNT = 2**31 - 1
 MAX_ERROR_CODE_CHARS = 64
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return type(value) is int  # bool is an int subclass; a JSON true is not a count
 
 
@@ -52,7 +52,7 @@ def _is_number(value: Any) -> bool:
     return type(value) is float or type(value) is int
 
 
-def _is_bool(value: Any) -> bool:
+def _is_bool(value: Any) -> TypeGuard[bool]:
     return type(value) is bool
 
 
@@ -66,7 +66,7 @@ def _or_null(check: _Check) -> _Check:
 
 _is_int_or_null = _or_null(_is_int)
 
-_KIND = {
+_KIND: dict[_Check, str] = {
     _is_str: "a string",
     _is_id: "a non-empty string",
     _is_int: "an integer",

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
+from nodes.wire.node_config import NodePayload
+
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 1024 * 1024
 
@@ -39,17 +41,19 @@ class Hello(TypedDict):
     agent_version: str
 
 
+# ``decode`` only checks that ``node`` is an object; the Node checks the rest with
+# ``parse_node_config`` before it applies anything.
 class Config(TypedDict):
     type: Literal["config"]
     revision: str
-    node: dict[str, Any]
+    node: NodePayload
 
 
 class ConfigRefresh(TypedDict):
     type: Literal["config.refresh"]
     refresh_id: str
     revision: str
-    node: dict[str, Any]
+    node: NodePayload
 
 
 class ConfigAck(TypedDict):
@@ -157,11 +161,11 @@ def hello(node_id: str, agent_version: str) -> Hello:
     }
 
 
-def config(revision: str, node: dict[str, Any]) -> Config:
+def config(revision: str, node: NodePayload) -> Config:
     return {"type": "config", "revision": revision, "node": node}
 
 
-def config_refresh(refresh_id: str, revision: str, node: dict[str, Any]) -> ConfigRefresh:
+def config_refresh(refresh_id: str, revision: str, node: NodePayload) -> ConfigRefresh:
     return {"type": "config.refresh", "refresh_id": refresh_id, "revision": revision, "node": node}
 
 

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from edge.config import ConfigError, EdgeConfig, build_config, load_config_text
 from edge.config.load import (
-    ADAPTER_KEYS,
     EDGE_KEYS,
     GENERATION_KEYS,
     MODEL_KEYS,
@@ -24,6 +23,7 @@ from edge.config.load import (
     TOKEN_KEYS,
     TOP_KEYS,
 )
+from nodes.wire import ADAPTER_KEYS
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 BASES = [

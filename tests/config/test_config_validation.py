@@ -533,7 +533,7 @@ def test_it_rejects_raw_credentials(changes: dict[str, Any], path: str) -> None:
 def test_it_accepts_a_credential_named_by_environment_variable() -> None:
     config = load_dict(make_config_with({"nodes.0.adapters.1": make_http_adapter(api_key_env="X")}))
 
-    assert config.nodes[0].adapter("http").api_key_env == "X"
+    assert {a.id: a for a in config.nodes[0].adapters}["http"].api_key_env == "X"
 
 
 @pytest.mark.parametrize(
@@ -749,7 +749,7 @@ def test_it_normalizes_adapter_type_aliases(adapter_type: str) -> None:
 
     config = load_dict(make_config_with(changes))
 
-    assert config.nodes[0].adapter("http").type == "openai_http"
+    assert {a.id: a for a in config.nodes[0].adapters}["http"].type == "openai_http"
     canonical_adapters = config.canonical["nodes"][0]["adapters"]
     assert [a["type"] for a in canonical_adapters] == ["echo", "openai_http"]
 
@@ -776,7 +776,7 @@ def test_it_strips_trailing_slashes_from_base_url(base_url: str, normalized: str
         make_config_with({"nodes.0.adapters.1": make_http_adapter(base_url=base_url)})
     )
 
-    assert config.nodes[0].adapter("http").base_url == normalized
+    assert {a.id: a for a in config.nodes[0].adapters}["http"].base_url == normalized
     assert config.canonical["nodes"][0]["adapters"][1]["base_url"] == normalized
 
 

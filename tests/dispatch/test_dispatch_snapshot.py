@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from edge.config.schema import (
-    Adapter,
     ControlPlane,
     EdgeConfig,
     EdgeSection,
@@ -18,6 +17,7 @@ from edge.config.schema import (
     frozen_mapping,
 )
 from edge.dispatch import ModelSpec, PoolSnapshot, ProviderSpec, snapshot_from_config
+from nodes.wire import AdapterSpec
 from tests.dispatch.pool_helpers import make_provider
 
 
@@ -62,7 +62,7 @@ def make_node(node_id: str, providers: tuple[Provider, ...]) -> Node:
         alias=None,
         token_hash_sha256="0" * 64,
         concurrency=8,
-        adapters=(Adapter(id="vllm", type="openai_http", base_url="http://127.0.0.1:9000/v1"),),
+        adapters=(AdapterSpec(id="vllm", type="openai_http", base_url="http://127.0.0.1:9000/v1"),),
         providers=providers,
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from edge.ports import port_open
 from edge.tokens import sha256_hex
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,14 +39,6 @@ def wait_until(condition: Callable[[], Any], timeout: float = 15.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 @dataclass
@@ -134,6 +127,7 @@ class EdgeProcess:
             "IOP_VAR_DIR": str(self.var_dir),
             "DATABASE_URL": f"sqlite:///{self.var_dir / 'edge.sqlite3'}",
             "IOP_NODE_PING_INTERVAL_S": "1",
+            "IOP_NODE_HELLO_TIMEOUT_S": "2",
             "PYTHONUNBUFFERED": "1",
         }
         self.process: subprocess.Popen | None = None
@@ -165,7 +159,9 @@ class EdgeProcess:
         )
         wait_until(
             lambda: self.process.poll() is not None
-            or (port_open(self.public_port) and port_open(self.admin_port)),
+            or (
+                port_open("127.0.0.1", self.public_port) and port_open("127.0.0.1", self.admin_port)
+            ),
             timeout=30,
             what="the Edge to listen",
         )

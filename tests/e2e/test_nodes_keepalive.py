@@ -1,4 +1,4 @@
-"""A Node that stops answering is dropped by the Edge's keep-alive, and its providers leave."""
+"""A Node that stops answering, or never says hello, is dropped; its providers leave."""
 
 from __future__ import annotations
 
@@ -31,3 +31,16 @@ async def test_it_drops_a_node_that_goes_silent(tokens, edge_factory) -> None:
     assert "node-a" not in status(edge)["nodes"]
     assert not status(edge)["providers"]["echo-1"]["node_ready"]
     assert "no frame for" in edge.log()
+
+
+async def test_it_drops_a_session_that_never_says_hello(tokens, edge_factory) -> None:
+    edge = edge_factory(echo_config(tokens, *two_ports()))  # waits two seconds for a hello
+    headers = {"Authorization": f"Bearer {tokens.node('node-a')}", "X-IOP-Node": "node-a"}
+
+    async with connect(edge.ws_url, additional_headers=headers) as websocket:
+        error = json.loads(await asyncio.wait_for(websocket.recv(), timeout=10))
+        await asyncio.wait_for(websocket.wait_closed(), timeout=10)
+
+    assert error == {"type": "error", "code": "hello_timeout", "message": "no hello within 2 s"}
+    assert websocket.close_code == wire.CLOSE_PROTOCOL_ERROR
+    assert "node-a" not in status(edge)["nodes"]

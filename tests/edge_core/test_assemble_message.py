@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from edge.openai_api.assemble import BAD_NODE_RESPONSE, assemble_message
-from edge.service import RunFailed
+from edge.runs import RunFailed
 
 
 def chunk(**delta) -> dict:

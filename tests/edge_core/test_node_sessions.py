@@ -93,7 +93,18 @@ async def test_it_resolves_refresh_acks_by_refresh_id() -> None:
 
     assert not session.resolve_ack({"refresh_id": "rf-other", "status": "applied"})
     assert session.resolve_ack({"refresh_id": "rf-1", "status": "applied", "revision": "r"})
-    assert (await ack)["status"] == "applied"
+    assert (await ack.wait(1))["status"] == "applied"
+
+
+async def test_it_forgets_an_ack_that_came_too_late() -> None:
+    store, _ = make_store()
+    session, _ = store.attach("node-a", FakeLink())
+    ack = session.expect_ack("rf-1")
+
+    with pytest.raises(TimeoutError):
+        await ack.wait(0.01)
+
+    assert not session.resolve_ack({"refresh_id": "rf-1", "status": "applied", "revision": "r"})
 
 
 async def test_it_fails_pending_acks_when_the_session_goes() -> None:
@@ -104,7 +115,7 @@ async def test_it_fails_pending_acks_when_the_session_goes() -> None:
     store.detach(session)
 
     with pytest.raises(ConnectionError):
-        await ack
+        await ack.wait(1)
 
 
 async def test_it_refuses_events_after_a_run_finished_normally() -> None:

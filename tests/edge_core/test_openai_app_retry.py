@@ -1,4 +1,4 @@
-"""The OpenAI app asks once more when a Node refused to start a run (it was draining)."""
+"""Through the OpenAI app: a run a draining Node refused is answered by the provider that served."""
 
 from __future__ import annotations
 

@@ -6,19 +6,34 @@ from typing import Any
 import pytest
 
 from edge.config import load_config_text
+from edge.runs import DEADLINE_EXCEEDED, RunFailed, open_run
 from edge.runtime import EdgeRuntime
-from edge.service import DEADLINE_EXCEEDED, RunFailed, open_run
-from nodes.sessions import NODE_DISCONNECTED
+from nodes.sessions import NODE_DISCONNECTED, NodeSession
+
+Events = list[tuple[str, dict[str, Any]]]
+DONE = {
+    "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+    "finish_reason": "stop",
+}
 
 
 class FakeLink:
-    def __init__(self) -> None:
+    """A Node that answers every run.request with ``events`` (none: it stays silent)."""
+
+    def __init__(self, events: Events) -> None:
         self.frames: list[dict[str, Any]] = []
         self.sent = asyncio.Event()
+        self.events = events
+        self.session: NodeSession | None = None
 
     async def send_frame(self, frame: Any) -> None:
         self.frames.append(dict(frame))
         self.sent.set()
+        if frame["type"] == "run.request":
+            for event, data in self.events:
+                asyncio.get_running_loop().call_soon(
+                    self.session.deliver, frame["run_id"], event, data
+                )
 
     async def close_session(self, code: int) -> None:
         pass
@@ -42,11 +57,11 @@ async def noop_writer(batch: list[Any]) -> None:
     return None
 
 
-def make_runtime() -> tuple[EdgeRuntime, FakeLink]:
+def make_runtime(events: Events | None = None) -> tuple[EdgeRuntime, FakeLink]:
     runtime = EdgeRuntime(load_config_text(CONFIG), None, noop_writer)
-    link = FakeLink()
-    session, _ = runtime.nodes.attach("node-a", link)
-    runtime.nodes.mark_ready(session, runtime.config.revision)
+    link = FakeLink(events or [])
+    link.session, _ = runtime.nodes.attach("node-a", link)
+    runtime.nodes.mark_ready(link.session, runtime.config.revision)
     return runtime, link
 
 
@@ -58,7 +73,7 @@ REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
 async def test_it_sends_the_run_to_the_leased_node_and_relays_its_events() -> None:
-    runtime, link = make_runtime()
+    runtime, link = make_runtime([("delta", {"choices": []}), ("done", DONE)])
 
     async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
         frame = link.frames[-1]
@@ -70,15 +85,6 @@ async def test_it_sends_the_run_to_the_leased_node_and_relays_its_events() -> No
         )
         assert frame["request"]["model"] == "small"
         assert in_flight(runtime) == 1
-        run.session.deliver(run.run_id, "delta", {"choices": []})
-        run.session.deliver(
-            run.run_id,
-            "done",
-            {
-                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
-                "finish_reason": "stop",
-            },
-        )
         deltas = [chunk async for chunk in run.deltas()]
 
     assert deltas == [{"choices": []}]
@@ -107,7 +113,7 @@ async def test_it_cancels_the_run_on_the_node_when_the_caller_leaves() -> None:
 
 
 async def test_it_fails_with_node_disconnected_when_the_node_goes() -> None:
-    runtime, _ = make_runtime()
+    runtime, _ = make_runtime([("delta", {"choices": []})])
 
     with pytest.raises(RunFailed) as failure:
         async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
@@ -120,13 +126,12 @@ async def test_it_fails_with_node_disconnected_when_the_node_goes() -> None:
 
 
 async def test_it_relays_an_upstream_error_with_its_status() -> None:
-    runtime, _ = make_runtime()
+    runtime, _ = make_runtime(
+        [("error", {"code": "upstream_error", "message": "boom", "status": 500})]
+    )
 
     with pytest.raises(RunFailed) as failure:
         async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
-            run.session.deliver(
-                run.run_id, "error", {"code": "upstream_error", "message": "boom", "status": 500}
-            )
             async for _ in run.deltas():
                 pass
 
@@ -163,7 +168,7 @@ async def test_it_fails_when_the_leased_node_is_not_connected() -> None:
 
 
 async def test_a_queued_run_granted_just_before_a_swap_asks_again():
-    runtime, link = make_runtime()
+    runtime, link = make_runtime([("done", DONE)])
     moved = CONFIG.replace("- {id: p1,", "- {id: p2,").replace("{p1: small}", "{p2: small}")
     first = open_run(runtime, "m", REQUEST, 10, timeout_s=5)
     held = await first.__aenter__()
@@ -171,14 +176,6 @@ async def test_a_queued_run_granted_just_before_a_swap_asks_again():
     second = asyncio.create_task(second_block.__aenter__())
     await asyncio.sleep(0)  # the second request now waits in the queue
 
-    held.session.deliver(
-        held.run_id,
-        "done",
-        {
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            "finish_reason": "stop",
-        },
-    )
     async for _ in held.deltas():
         pass
     await first.__aexit__(None, None, None)  # frees p1's slot for the waiter ...
@@ -190,3 +187,71 @@ async def test_a_queued_run_granted_just_before_a_swap_asks_again():
     assert [f["provider_id"] for f in requests] == ["p1", "p2"], link.frames
     await second_block.__aexit__(None, None, None)
     assert runtime.pool.stats().providers["p2"].in_flight == 0
+
+
+TWO_NODES = f"""
+version: 1
+edge: {{id: e}}
+nodes:
+  - id: node-a
+    token_hash_sha256: "{"a" * 64}"
+    adapters: [{{id: echo, type: echo}}]
+    providers: [{{id: p1, adapter: echo, served_models: [small], capacity: 1, priority: 1}}]
+  - id: node-b
+    token_hash_sha256: "{"b" * 64}"
+    adapters: [{{id: echo, type: echo}}]
+    providers: [{{id: p2, adapter: echo, served_models: [small], capacity: 1, priority: 2}}]
+models:
+  - {{id: m, providers: {{p1: small, p2: small}}}}
+"""
+DRAINING = ("error", {"code": "node_draining", "message": "node is draining"})
+
+
+def make_two_nodes(first: Events, second: Events) -> tuple[EdgeRuntime, FakeLink, FakeLink]:
+    runtime = EdgeRuntime(load_config_text(TWO_NODES), None, noop_writer)
+    links = FakeLink(first), FakeLink(second)
+    for node_id, link in zip(("node-a", "node-b"), links, strict=True):
+        link.session, _ = runtime.nodes.attach(node_id, link)
+        runtime.nodes.mark_ready(link.session, runtime.config.revision)
+    return runtime, *links
+
+
+async def test_a_run_a_draining_node_refused_goes_once_more_to_another_provider() -> None:
+    runtime, draining, healthy = make_two_nodes(
+        [DRAINING], [("delta", {"choices": []}), ("done", DONE)]
+    )
+    attempts: list[str] = []
+
+    async with open_run(
+        runtime,
+        "m",
+        REQUEST,
+        10,
+        timeout_s=5,
+        on_attempt=lambda lease: attempts.append(lease.provider_id),
+    ) as run:
+        assert run.lease.provider_id == "p2"
+        deltas = [chunk async for chunk in run.deltas()]
+
+    assert deltas == [{"choices": []}] and run.status == "ok"
+    assert attempts == ["p1", "p2"]
+    stats = runtime.pool.stats().providers
+    assert not stats["p1"].healthy  # until its Node reports again
+    assert (stats["p1"].in_flight, stats["p2"].in_flight) == (0, 0)
+    assert [f["type"] for f in draining.frames] == ["run.request"]  # a refusal needs no cancel
+    first, second = draining.frames[0], healthy.frames[0]
+    assert abs(first["deadline"] - second["deadline"]) < 0.05  # one deadline for every attempt
+
+
+async def test_a_second_refusal_is_the_callers_failure() -> None:
+    runtime, first, second = make_two_nodes([DRAINING], [DRAINING])
+
+    with pytest.raises(RunFailed) as failure:
+        async with open_run(runtime, "m", REQUEST, 10, timeout_s=5) as run:
+            async for _ in run.deltas():
+                pass
+
+    assert failure.value.code == "node_draining"
+    assert (len(first.frames), len(second.frames)) == (1, 1)
+    stats = runtime.pool.stats().providers
+    assert (stats["p1"].in_flight, stats["p2"].in_flight) == (0, 0)

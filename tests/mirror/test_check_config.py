@@ -41,6 +41,7 @@ def test_it_exits_1_with_one_line_per_error(tmp_path):
 
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
+        f"CommandError: {bad} is not a valid config (3 problems):",
         "nodes[node-local].providers[echo-overflow].capcity: unknown key; did you mean 'capacity'?",
         "nodes[node-local].providers[echo-overflow].capacity: is required",
         "nodes[node-local].providers[echo-overflow].priority: must be >= 0 (got -1)",

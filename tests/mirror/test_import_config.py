@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
 
 from edge.config import load_config_text
@@ -123,18 +123,18 @@ def test_it_allows_only_one_active_revision(default_config_text):
         ConfigRevision.objects.create(revision="sha256:x", yaml_text="", source="t", active=True)
 
 
-def test_it_leaves_the_database_untouched_on_an_invalid_file(tmp_path, default_config_text, capsys):
+def test_it_leaves_the_database_untouched_on_an_invalid_file(tmp_path, default_config_text):
     run_import(default_config_text)
     before = mirror_counts()
     bad = tmp_path / "bad.yaml"
     bad.write_text(default_config_text.replace("capacity: 2", "capacity: 0"))
 
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(CommandError) as refused:
         call_command("import_config", str(bad))
 
-    assert exit_info.value.code == 1
-    assert "nodes[node-local].providers[echo-overflow].capacity: must be >= 1 (got 0)" in (
-        capsys.readouterr().err
+    assert refused.value.returncode == 1
+    assert "nodes[node-local].providers[echo-overflow].capacity: must be >= 1 (got 0)" in str(
+        refused.value
     )
     assert mirror_counts() == before
 

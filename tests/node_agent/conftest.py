@@ -17,12 +17,11 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from edge.config.canonical import node_canonical
-from edge.config.schema import Adapter, Node, Provider
+from edge.config.schema import Node, Provider
 from nodes import wire
 from nodes.agent.adapters import Delta, Done, build_adapter
 from nodes.agent.adapters.base import make_usage
 from nodes.agent.agent import AgentSettings, Backoff, NodeAgent
-from nodes.agent.spec import AdapterSpec
 
 WAIT_S = 5.0
 TOKEN = "node-secret-token"
@@ -74,7 +73,7 @@ class EdgeConnection:
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
         return [f for f in self.frames if f["type"] == "run.event" and f["run_id"] == run_id]
 
-    async def handshake(self, node: dict[str, Any], revision: str = "rev-1") -> dict[str, Any]:
+    async def handshake(self, node: wire.NodePayload, revision: str = "rev-1") -> dict[str, Any]:
         """hello -> config -> ack; returns the ack."""
         await self.expect("hello")
         await self.send(wire.config(revision, node))
@@ -120,10 +119,13 @@ def make_node(
     providers: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("p-echo", "echo", ("echo-small",)),
     ),
-    extra_adapters: tuple[Adapter, ...] = (),
-) -> dict[str, Any]:
+    extra_adapters: tuple[wire.AdapterSpec, ...] = (),
+) -> wire.NodePayload:
     """The payload the Edge sends, built by the Edge's own canonical form."""
-    adapters = (Adapter(id="echo", type="echo", token_delay_ms=token_delay_ms), *extra_adapters)
+    adapters = (
+        wire.AdapterSpec(id="echo", type="echo", token_delay_ms=token_delay_ms),
+        *extra_adapters,
+    )
     node = Node(
         id=node_id,
         alias=None,
@@ -172,7 +174,7 @@ def run_request(
     )
 
 
-GATED = (Adapter(id="gated", type="echo"),)
+GATED = (wire.AdapterSpec(id="gated", type="echo"),)
 GATED_PROVIDERS = (("p-echo", "echo", ("echo-small",)), ("p-gated", "gated", ("gated-model",)))
 
 
@@ -181,7 +183,7 @@ class GatedAdapter:
 
     probe_interval_s = None
 
-    def __init__(self, spec: AdapterSpec) -> None:
+    def __init__(self, spec: wire.AdapterSpec) -> None:
         self.id = spec.id
         self.release = asyncio.Event()
         self.cleaned_up = asyncio.Event()
@@ -208,7 +210,7 @@ class GatedFactory:
     def __init__(self) -> None:
         self.built: list[GatedAdapter] = []
 
-    def __call__(self, spec: AdapterSpec) -> Any:
+    def __call__(self, spec: wire.AdapterSpec) -> Any:
         if spec.id != "gated":
             return build_adapter(spec)
         adapter = GatedAdapter(spec)
@@ -216,7 +218,7 @@ class GatedFactory:
         return adapter
 
 
-def gated_node(**kwargs: Any) -> dict[str, Any]:
+def gated_node(**kwargs: Any) -> wire.NodePayload:
     return make_node(extra_adapters=GATED, providers=GATED_PROVIDERS, **kwargs)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from nodes.agent.adapters import AdapterError, Delta, Done
 from nodes.agent.adapters.echo import EchoAdapter
-from nodes.agent.spec import AdapterSpec
+from nodes.wire import AdapterSpec
 
 
 async def collect(

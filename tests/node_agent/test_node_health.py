@@ -5,8 +5,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from nodes.agent.health import HealthMap, HealthMonitor
-from nodes.agent.registry import Registry, Route
-from nodes.agent.spec import AdapterSpec
+from nodes.agent.registry import Registry, RegistryEntry
+from nodes.wire import AdapterSpec
 
 
 class ScriptedAdapter:
@@ -32,9 +32,11 @@ class ScriptedAdapter:
 
 def registry_of(*adapters: ScriptedAdapter, providers: dict[str, str]) -> Registry:
     by_id = {a.id: a for a in adapters}
-    routes = {pid: Route(pid, by_id[aid], frozenset({"m"})) for pid, aid in providers.items()}
+    entries = {
+        pid: RegistryEntry(pid, by_id[aid], frozenset({"m"})) for pid, aid in providers.items()
+    }
     return Registry(
-        "r1", {aid: (AdapterSpec(id=aid, type="echo"), a) for aid, a in by_id.items()}, routes
+        "r1", {aid: (AdapterSpec(id=aid, type="echo"), a) for aid, a in by_id.items()}, entries
     )
 
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from nodes.agent.registry import Registry, RegistrySlot, RouteError
-from nodes.agent.spec import AdapterSpec, NodeConfigError, parse_node_config
+from nodes.wire import AdapterSpec, NodeConfigError, parse_node_config
 
 
 class RecordingAdapter:

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from edge.config.schema import Adapter
 from nodes import wire
-from nodes.agent.session import AGENT_VERSION, NodeSession
+from nodes.agent.session import AGENT_VERSION, EdgeSession
 
 
 async def test_it_presents_its_credentials_and_says_hello(edge: Any, start_agent: Any) -> None:
@@ -148,7 +147,7 @@ async def test_a_refresh_swaps_the_registry_and_drains_the_old_one(
 
         # The gated adapter's spec changes, so the refresh builds a new one for it.
         refreshed = fakes.make_node(
-            extra_adapters=(Adapter(id="gated", type="echo", token_delay_ms=1.0),),
+            extra_adapters=(wire.AdapterSpec(id="gated", type="echo", token_delay_ms=1.0),),
             providers=(("p-echo", "echo", ("echo-large",)), ("p-gated", "gated", ("gated-model",))),
         )
         await connection.send(wire.config_refresh("refresh-7", "rev-2", refreshed))
@@ -221,7 +220,7 @@ async def test_it_logs_an_error_frame_from_the_edge(
 
 
 class RecordingSocket:
-    """Just enough of a websocket for driving a NodeSession's frame handler directly."""
+    """Just enough of a websocket for driving a EdgeSession's frame handler directly."""
 
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
@@ -233,7 +232,7 @@ class RecordingSocket:
 async def test_a_run_cancelled_before_it_starts_still_lets_its_registry_drain(
     fakes: Any, gated: Any
 ) -> None:
-    session = NodeSession(RecordingSocket(), "node-a", adapter_factory=gated)
+    session = EdgeSession(RecordingSocket(), "node-a", adapter_factory=gated)
     await session._handle(wire.encode(wire.config("rev-1", fakes.gated_node())))
     old_adapter = gated.built[0]
 
@@ -242,7 +241,7 @@ async def test_a_run_cancelled_before_it_starts_still_lets_its_registry_drain(
     await session._handle(wire.encode(fakes.gated_run("r1")))
     await session._handle(wire.encode(wire.run_cancel("r1")))
     changed = fakes.make_node(
-        extra_adapters=(Adapter(id="gated", type="echo", token_delay_ms=1.0),),
+        extra_adapters=(wire.AdapterSpec(id="gated", type="echo", token_delay_ms=1.0),),
         providers=fakes.GATED_PROVIDERS,
     )
     await session._handle(wire.encode(wire.config_refresh("rf", "rev-2", changed)))
@@ -255,7 +254,7 @@ async def test_a_run_cancelled_before_it_starts_still_lets_its_registry_drain(
 async def test_a_refresh_keeps_an_unchanged_adapter_and_its_connections(
     fakes: Any, gated: Any
 ) -> None:
-    session = NodeSession(RecordingSocket(), "node-a", adapter_factory=gated)
+    session = EdgeSession(RecordingSocket(), "node-a", adapter_factory=gated)
     await session._handle(wire.encode(wire.config("rev-1", fakes.gated_node())))
     refreshed = fakes.make_node(
         extra_adapters=fakes.GATED,

@@ -11,7 +11,7 @@ import pytest
 
 from nodes.agent.adapters import AdapterError, Delta, Done
 from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
-from nodes.agent.spec import AdapterSpec
+from nodes.wire import AdapterSpec
 
 Reply = Callable[["FakeUpstream", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

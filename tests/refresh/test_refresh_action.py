@@ -11,6 +11,7 @@ from edge.config import load_config_text
 from edge.mirror import import_config
 from edge.models import ConfigRevision
 from providers.models import Provider
+from refresh import actions
 from refresh.actions import run_refresh
 from refresh.models import RefreshRecord
 from tests.refresh.refresh_helpers import (
@@ -87,6 +88,27 @@ async def test_it_applies_a_live_change_everywhere(runtime):
     assert (record.mode, record.status) == ("apply", "applied")
     assert (record.candidate_yaml, record.request_id) == (candidate, "req-1")
     assert record.result == result.to_dict()
+
+
+async def test_it_commits_the_applied_record_with_the_mirror_before_pushing(runtime, monkeypatch):
+    connect_node(runtime, FakeNodeLink())
+    push = actions._push
+    seen_at_push = []
+
+    async def observed_push(*args):
+        state = await mirror_state()
+        seen_at_push.append(
+            (state["active"], [(r.status, r.result["node_pushes"]) for r in await records()])
+        )
+        return await push(*args)
+
+    monkeypatch.setattr(actions, "_push", observed_push)
+
+    result = await refresh(runtime, config=with_capacity(make_config(), 8))
+
+    assert seen_at_push == [(result.candidate_revision, [("applied", [])])]
+    [record] = await records()
+    assert record.result["node_pushes"] == [{"node": "node-a", "status": "acked", "error": None}]
 
 
 async def test_it_rereads_the_config_file_without_a_candidate(runtime):

@@ -32,8 +32,8 @@ from edge.dispatch import (
 )
 from edge.dispatch.state import ProviderState
 from edge.mirror import import_config
+from edge.runs import RunFailed, open_run
 from edge.runtime import EdgeRuntime
-from edge.service import RunFailed, open_run
 from nodes.sessions import NodeSession
 from refresh.actions import run_refresh
 from tests.e2e.harness import echo_config, sha256_hex

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from edge.config.canonical import build_canonical, revision_of
 from edge.config.schema import (
-    Adapter,
     ControlPlane,
     EdgeSection,
     Generation,
@@ -23,13 +22,8 @@ from edge.config.schema import (
     Provider,
     QueueDefaults,
 )
-from refresh.classify import (
-    Change,
-    classify,
-    format_change,
-    format_summary,
-    node_configs_changed,
-)
+from nodes.wire import AdapterSpec
+from refresh.classify import Change, classify, format_change, format_summary
 
 HASH_A = "a" * 64
 HASH_B = "b" * 64
@@ -47,8 +41,8 @@ def make_canonical() -> dict[str, Any]:
         token_hash_sha256=HASH_A,
         concurrency=8,
         adapters=(
-            Adapter("echo", "echo"),
-            Adapter("vllm", "openai_http", base_url="http://127.0.0.1:9000/v1"),
+            AdapterSpec("echo", "echo"),
+            AdapterSpec("vllm", "openai_http", base_url="http://127.0.0.1:9000/v1"),
         ),
         providers=(
             make_provider("p1", "echo", ("echo-small", "echo-tiny")),
@@ -60,7 +54,7 @@ def make_canonical() -> dict[str, Any]:
         alias="b",
         token_hash_sha256=HASH_B,
         concurrency=None,
-        adapters=(Adapter("echo", "echo"),),
+        adapters=(AdapterSpec("echo", "echo"),),
         providers=(make_provider("p3", "echo", ("echo-small",)),),
     )
     models = (
@@ -363,7 +357,7 @@ def test_it_ignores_the_order_of_every_identity_keyed_list() -> None:
             p["served_models"].reverse()
 
     assert classify(make_canonical(), new).changes == []
-    assert node_configs_changed(make_canonical(), new) == []
+    assert classify(make_canonical(), new).reconfigured_nodes == []
 
 
 def test_it_lists_an_added_node_once_and_counts_its_providers() -> None:
@@ -378,7 +372,7 @@ def test_it_lists_an_added_node_once_and_counts_its_providers() -> None:
     ]
     assert result.changed_nodes == ["node-a", "node-c"]
     assert result.changed_providers == ["p4", "p9"]
-    assert node_configs_changed(make_canonical(), new) == ["node-a"]
+    assert result.reconfigured_nodes == ["node-a"]
 
 
 def test_it_keeps_every_list_present_and_sorted() -> None:
@@ -417,11 +411,11 @@ def test_it_returns_empty_lists_for_identical_configs() -> None:
 
 def test_it_pushes_only_to_nodes_whose_own_config_changed() -> None:
     new = mutated(lambda c: model(c, "echo")["providers"].pop("p3"))
-    assert node_configs_changed(make_canonical(), new) == []
+    assert classify(make_canonical(), new).reconfigured_nodes == []
 
     new = mutated(lambda c: remove(c["nodes"], "id", "node-b"))
     adapter(new, "node-a", "echo").update(token_delay_ms=1.0)
-    assert node_configs_changed(make_canonical(), new) == ["node-a"]
+    assert classify(make_canonical(), new).reconfigured_nodes == ["node-a"]
 
 
 @pytest.mark.parametrize(

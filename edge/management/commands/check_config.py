@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from edge.management.config_file import read_config_or_exit
+from edge.management.config_file import read_config
 
 
 class Command(BaseCommand):
@@ -18,6 +18,6 @@ class Command(BaseCommand):
         parser.add_argument("path", help="the YAML config file to check")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        _, config = read_config_or_exit(Path(options["path"]), self.stderr)
+        _, config = read_config(Path(options["path"]))
         self.stdout.write(f"revision {config.revision}")
         self.stdout.write(f"valid: {config.summary()}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from edge.management.config_file import read_config_or_exit
+from edge.management.config_file import read_config
 from edge.mirror import import_config
 
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["path"])
-        text, config = read_config_or_exit(path, self.stderr)
+        text, config = read_config(path)
         dry_run = options["dry_run"]
         report = import_config(config, text, source=f"import_config {path}", dry_run=dry_run)
         for line in report.lines():

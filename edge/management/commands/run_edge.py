@@ -10,7 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from edge.management.config_file import read_config_or_exit
+from edge.config import EdgeConfig
+from edge.management.config_file import read_config
 from edge.mirror import import_config
 from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
@@ -31,13 +32,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["config"])
-        text, config = read_config_or_exit(path, self.stderr)
+        text, config = read_config(path)
         report = import_config(config, text, source=f"run_edge {path}")
         if report.changed:
             self.stdout.write(f"mirror synced to {config.revision} ({len(report.lines())} changes)")
         self._serve(path, config)
 
-    def _serve(self, path: Path, config: Any) -> None:
+    def _serve(self, path: Path, config: EdgeConfig) -> None:
         # daphne.server installs Twisted's asyncio reactor on import: import it only here.
         from daphne.server import Server
         from twisted.internet import defer, reactor
@@ -47,7 +48,7 @@ class Command(BaseCommand):
 
         daphne_tuning.install()
 
-        runtime = start_runtime(path)
+        runtime = start_runtime(config, path)
         listens = [config.edge.listen, config.edge.admin_listen]
         if config.openai.listen:
             listens.append(config.openai.listen)
@@ -64,7 +65,8 @@ class Command(BaseCommand):
         def flush_usage() -> defer.Deferred:
             return defer.Deferred.fromFuture(asyncio.ensure_future(runtime.usage.flush()))
 
-        reactor.addSystemEventTrigger("before", "shutdown", flush_usage)
+        # Twisted declares the interface method without `self`, so mypy shifts its arguments.
+        reactor.addSystemEventTrigger("before", "shutdown", flush_usage)  # type: ignore[arg-type]
         Server(
             application=application,
             endpoints=[daphne_endpoint(listen) for listen in listens],

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from edge.bootstrap import bootstrap
+from edge.ports import port_open
 
 STARTUP_TIMEOUT_S = 30
 
@@ -122,9 +122,7 @@ def _wait_for_port(listen: str, process: subprocess.Popen) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise CommandError(f"the Edge exited with status {process.returncode}")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
+        if port_open(host, int(port), timeout_s=0.5):
+            return
+        time.sleep(0.1)
     raise CommandError(f"the Edge did not listen on {listen} within {STARTUP_TIMEOUT_S} s")

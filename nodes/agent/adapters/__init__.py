@@ -5,7 +5,7 @@ from __future__ import annotations
 from nodes.agent.adapters.base import Adapter, AdapterError, AdapterEvent, Delta, Done
 from nodes.agent.adapters.echo import EchoAdapter
 from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
-from nodes.agent.spec import AdapterSpec
+from nodes.wire import AdapterSpec
 
 __all__ = ["Adapter", "AdapterError", "AdapterEvent", "Delta", "Done", "build_adapter"]
 

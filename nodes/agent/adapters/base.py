@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,7 +45,7 @@ class Adapter(Protocol):
     # Seconds between health probes; None probes once (the answer cannot change).
     probe_interval_s: float | None
 
-    def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[AdapterEvent]:
+    def stream(self, request: dict[str, Any], target: str) -> AsyncGenerator[AdapterEvent, None]:
         """Yield ``Delta``s then one ``Done``, or raise ``AdapterError``.
 
         Cancelling the consuming task must release upstream resources (close the response).

@@ -12,7 +12,7 @@ import asyncio
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from nodes import wire
@@ -26,7 +26,6 @@ from nodes.agent.adapters.base import (
     message_text,
     requested_max_tokens,
 )
-from nodes.agent.spec import AdapterSpec
 
 _TOKEN = re.compile(r"\s*\S+")
 
@@ -40,13 +39,15 @@ def echo_reply(messages: list[Any]) -> str:
 
 
 class EchoAdapter:
-    probe_interval_s = None
+    probe_interval_s: float | None = None  # the answer cannot change: probe once
 
-    def __init__(self, spec: AdapterSpec) -> None:
+    def __init__(self, spec: wire.AdapterSpec) -> None:
         self.id = spec.id
         self._delay_s = spec.token_delay_ms / 1000
 
-    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[AdapterEvent]:
+    async def stream(
+        self, request: dict[str, Any], target: str
+    ) -> AsyncGenerator[AdapterEvent, None]:
         messages = request.get("messages")
         if not isinstance(messages, list):
             raise AdapterError(wire.ERROR_BAD_REQUEST, "request.messages must be a list")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -27,13 +27,12 @@ from nodes.agent.adapters.base import (
     estimate_prompt_tokens,
     make_usage,
 )
-from nodes.agent.spec import AdapterSpec
 
 _ERROR_BODY_LIMIT = 64 * 1024
 
 
 class OpenAIHTTPAdapter:
-    def __init__(self, spec: AdapterSpec, *, environ: Mapping[str, str] = os.environ) -> None:
+    def __init__(self, spec: wire.AdapterSpec, *, environ: Mapping[str, str] = os.environ) -> None:
         assert spec.base_url is not None  # guaranteed by parse_node_config
         self.id = spec.id
         self.probe_interval_s: float | None = spec.health_interval_s
@@ -60,7 +59,9 @@ class OpenAIHTTPAdapter:
             )
         return self._session
 
-    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[AdapterEvent]:
+    async def stream(
+        self, request: dict[str, Any], target: str
+    ) -> AsyncGenerator[AdapterEvent, None]:
         streaming = request.get("stream") is True
         body = {**request, "model": target, "stream": streaming}
         if streaming:
@@ -151,7 +152,7 @@ def _single(completion: dict[str, Any], request: dict[str, Any]) -> list[Adapter
 
 async def _relay(
     response: aiohttp.ClientResponse, request: dict[str, Any]
-) -> AsyncIterator[AdapterEvent]:
+) -> AsyncGenerator[AdapterEvent, None]:
     finish_reason: str | None = None
     usage: Any = None
     content_chunks = 0
@@ -194,7 +195,7 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
         yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
     """The ``data`` of each server-sent event (multi-line data joined; other fields ignored)."""
     data: list[str] = []
     async for line in lines:

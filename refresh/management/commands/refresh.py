@@ -20,12 +20,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from edge.config import ConfigError
 from edge.config.formats import listen_host
 from edge.config.yaml_source import parse_yaml
+from refresh.plan import SUCCESSES
 from refresh.report import plan_lines
 
 # A refresh waits for Node acks (IOP_REFRESH_ACK_TIMEOUT_S) before it answers.
 TIMEOUT_S = 60.0
 EXIT_FAILED = 1
-EXIT_CODES = {"no_change": 0, "ok": 0, "applied": 0, "restart_required": 2}
+EXIT_RESTART_REQUIRED = 2
 PUSH_WARNINGS = {
     "rejected": "rejected its new config and keeps serving the previous one",
     "timeout": "did not ack in time; check it in admin (Nodes: last acked revision)",
@@ -109,7 +110,14 @@ class Command(BaseCommand):
                 warning = PUSH_WARNINGS.get(push["status"])
                 if warning:
                     self.stderr.write(f"warning: node {push['node']} {warning}")
-        sys.exit(EXIT_CODES.get(result["status"], EXIT_FAILED))
+        sys.exit(exit_code(result["status"]))
+
+
+def exit_code(status: str) -> int:
+    """0 when the refresh went (or would go) through; any status this CLI does not know fails."""
+    if status in SUCCESSES:
+        return 0
+    return EXIT_RESTART_REQUIRED if status == "restart_required" else EXIT_FAILED
 
 
 def operator_url(config_path: Path) -> str:

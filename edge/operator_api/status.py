@@ -11,8 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from edge.operator_api.permissions import LoopbackOnly
 from edge.runtime import get_runtime
-from refresh.permissions import LoopbackOnly
 
 
 async def runtime_status() -> dict[str, Any]:

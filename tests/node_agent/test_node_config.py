@@ -1,11 +1,24 @@
+"""The Node payload contract: the Edge's canonical node entry, parsed and checked on the Node."""
+
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nodes.agent.spec import AdapterSpec, NodeConfigError, ProviderSpec, parse_node_config
+from edge.config import load_config_file
+from edge.config.canonical import node_canonical
+from nodes.wire import (
+    AdapterSpec,
+    NodeConfigError,
+    NodeProviderSpec,
+    adapter_payload,
+    parse_node_config,
+)
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 VLLM = {
     "id": "vllm",
@@ -39,7 +52,32 @@ def test_it_reads_the_edges_canonical_node_payload(fakes: Any) -> None:
         )
         in spec.adapters
     )
-    assert ProviderSpec("p-vllm", "vllm", frozenset({"llama"})) in spec.providers
+    assert NodeProviderSpec("p-vllm", "vllm", frozenset({"llama"})) in spec.providers
+
+
+@pytest.mark.parametrize("name", ["edge.yaml", "edge.provider-pool.yaml"])
+def test_it_parses_each_payload_into_the_adapters_the_edge_config_holds(name: str) -> None:
+    config = load_config_file(CONFIGS / name)
+    for node in config.nodes:
+        spec = parse_node_config(node_canonical(node), node_id=node.id)
+        assert set(spec.adapters) == set(node.adapters)
+        assert {p.id: p.served_models for p in spec.providers} == {
+            p.id: frozenset(p.served_models) for p in node.providers
+        }
+
+
+def test_it_sends_each_adapter_type_exactly_its_keys_with_the_defaults() -> None:
+    echo = AdapterSpec(id="echo", type="echo", base_url="http://unused/v1")
+    vllm = AdapterSpec(id="vllm", type="openai_http", base_url="http://h/v1", token_delay_ms=5)
+    assert adapter_payload(echo) == {"id": "echo", "type": "echo", "token_delay_ms": 0.0}
+    assert adapter_payload(vllm) == {
+        "id": "vllm",
+        "type": "openai_http",
+        "base_url": "http://h/v1",
+        "api_key_env": None,
+        "timeout_s": 60.0,
+        "health_interval_s": 10.0,
+    }
 
 
 @pytest.mark.parametrize("alias", ["openai", "openai_compatible", "vllm", "ollama"])

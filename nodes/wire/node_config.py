@@ -1,43 +1,109 @@
-"""The node-specific config a Node receives, parsed and checked on the Node.
+"""The Node payload: what ``config`` and ``config.refresh`` frames carry in ``node`` (DESIGN §5).
 
-The payload is ``edge.config.canonical.node_canonical(node)`` as JSON. The Node does not import the
-Edge's loader: it checks what it needs to run adapters and rejects a payload it cannot apply with
-every problem named by path (``node.adapters[vllm].base_url: ...``). Keys it does not use (capacity,
+One contract for both sides: the adapter types and their aliases, the keys each adapter type
+carries, the defaults, the payload shapes, the specs, and the Node's parser. The Edge holds its
+config's adapters as ``AdapterSpec`` and sends ``edge.config.canonical.node_canonical(node)``
+(which also feeds the config revision); its loader checks the YAML more strictly (bounds, hints,
+credential rules). The Node parses the payload with ``parse_node_config`` into a ``NodeSpec``,
+checking what it needs to run adapters and rejecting a payload it cannot apply with every problem
+named by path (``node.adapters[vllm].base_url: ...``). Keys the Node does not use (capacity,
 priority, queue settings: those are the Edge's business) are ignored.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal, TypedDict, cast, get_args
 from urllib.parse import urlsplit
 
-ADAPTER_TYPES = ("echo", "openai_http")
-# Same normalization as the Edge loader, so a hand-written payload behaves the same way.
-ADAPTER_TYPE_ALIASES = {
-    "openai": "openai_http",
-    "openai_compatible": "openai_http",
-    "vllm": "openai_http",
-    "ollama": "openai_http",
-}
+AdapterType = Literal["echo", "openai_http"]
+ADAPTER_TYPES: tuple[AdapterType, ...] = get_args(AdapterType)
+# Other names operators use for an OpenAI-compatible server; both sides normalize them.
+ADAPTER_TYPE_ALIASES: Mapping[str, AdapterType] = MappingProxyType(
+    {
+        "openai": "openai_http",
+        "openai_compatible": "openai_http",
+        "vllm": "openai_http",
+        "ollama": "openai_http",
+    }
+)
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_HEALTH_INTERVAL_S = 10.0
+DEFAULT_TOKEN_DELAY_MS = 0.0
+
+
+class EchoAdapterPayload(TypedDict):
+    id: str
+    type: Literal["echo"]
+    token_delay_ms: float
+
+
+class OpenAIHTTPAdapterPayload(TypedDict):
+    id: str
+    type: Literal["openai_http"]
+    base_url: str
+    api_key_env: str | None
+    timeout_s: float
+    health_interval_s: float
+
+
+AdapterPayload = EchoAdapterPayload | OpenAIHTTPAdapterPayload
+
+# The keys each adapter type carries (the others do not apply to it), read off the shapes above
+# so that the two cannot drift apart.
+ADAPTER_KEYS: Mapping[AdapterType, tuple[str, ...]] = MappingProxyType(
+    {
+        "echo": tuple(EchoAdapterPayload.__annotations__),
+        "openai_http": tuple(OpenAIHTTPAdapterPayload.__annotations__),
+    }
+)
+
+
+class ProviderPayload(TypedDict):
+    id: str
+    adapter: str
+    served_models: list[str]
+    enabled: bool
+    capacity: int
+    long_context_slots: int | None
+    priority: int
+    max_queue: int
+    queue_timeout_s: float
+
+
+class NodePayload(TypedDict):
+    id: str
+    alias: str | None
+    token_hash_sha256: str
+    concurrency: int | None
+    adapters: list[AdapterPayload]
+    providers: list[ProviderPayload]
 
 
 @dataclass(frozen=True, slots=True)
 class AdapterSpec:
+    """An adapter on a Node: what the Edge config holds and what the Node builds from.
+
+    Only the fields in ``ADAPTER_KEYS[type]`` mean anything for a given type.
+    """
+
     id: str
-    type: str
+    type: AdapterType
     base_url: str | None = None
     api_key_env: str | None = None
-    timeout_s: float = 60.0
-    health_interval_s: float = 10.0
-    token_delay_ms: float = 0.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S
+    token_delay_ms: float = DEFAULT_TOKEN_DELAY_MS
 
 
 @dataclass(frozen=True, slots=True)
-class ProviderSpec:
+class NodeProviderSpec:
+    """A provider as the Node serves it: its adapter and the models it answers for."""
+
     id: str
     adapter: str
     served_models: frozenset[str]
@@ -47,7 +113,21 @@ class ProviderSpec:
 class NodeSpec:
     id: str
     adapters: tuple[AdapterSpec, ...]
-    providers: tuple[ProviderSpec, ...]
+    providers: tuple[NodeProviderSpec, ...]
+
+
+def normalize_adapter_type(name: object) -> AdapterType | None:
+    """The adapter type ``name`` spells, an alias resolved; None when it names none."""
+    if not isinstance(name, str):
+        return None
+    if name in ADAPTER_TYPES:
+        return cast("AdapterType", name)
+    return ADAPTER_TYPE_ALIASES.get(name)
+
+
+def adapter_payload(spec: AdapterSpec) -> AdapterPayload:
+    """The payload entry for ``spec``: exactly the keys of its type."""
+    return cast("AdapterPayload", {key: getattr(spec, key) for key in ADAPTER_KEYS[spec.type]})
 
 
 class NodeConfigError(Exception):
@@ -58,7 +138,11 @@ class NodeConfigError(Exception):
         super().__init__("; ".join(problems))
 
 
-def parse_node_config(data: Any, *, node_id: str) -> NodeSpec:
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_node_config(data: object, *, node_id: str) -> NodeSpec:
+    """The ``node`` of a config frame as this Node runs it, or ``NodeConfigError``."""
     problems: list[str] = []
     if not isinstance(data, dict):
         raise NodeConfigError(["node: must be an object"])
@@ -86,39 +170,40 @@ def parse_node_config(data: Any, *, node_id: str) -> NodeSpec:
     )
 
 
-def _parse_adapter(item: Any, path: str, problems: list[str]) -> AdapterSpec | None:
+def _parse_adapter(item: object, path: str, problems: list[str]) -> AdapterSpec | None:
     if not isinstance(item, dict):
         problems.append(f"{path}: must be an object")
         return None
     before = len(problems)
     adapter_id = _text(item, "id", path, problems)
-    adapter_type = item.get("type")
-    adapter_type = ADAPTER_TYPE_ALIASES.get(adapter_type, adapter_type)
-    if adapter_type not in ADAPTER_TYPES:
+    adapter_type = normalize_adapter_type(item.get("type"))
+    if adapter_type is None:
         problems.append(
             f"{path}.type: {item.get('type')!r} is not one of {', '.join(ADAPTER_TYPES)}"
         )
     if adapter_type == "echo":
-        delay = _number(item, "token_delay_ms", path, problems, default=0.0, minimum=0.0)
+        delay = _number(
+            item, "token_delay_ms", path, problems, default=DEFAULT_TOKEN_DELAY_MS, minimum=0.0
+        )
         if len(problems) > before:
             return None
         return AdapterSpec(id=adapter_id, type="echo", token_delay_ms=delay)
-    base_url = item.get("base_url")
-    if not _is_http_url(base_url):
-        problems.append(f"{path}.base_url: must be an http:// or https:// URL, got {base_url!r}")
+    base_url = _http_url(item, path, problems)
     api_key_env = item.get("api_key_env")
     if api_key_env is not None and not (
         isinstance(api_key_env, str) and _ENV_NAME.fullmatch(api_key_env)
     ):
         problems.append(f"{path}.api_key_env: must be an environment variable name or null")
-    timeout_s = _number(item, "timeout_s", path, problems, default=60.0, above=0.0)
-    interval = _number(item, "health_interval_s", path, problems, default=10.0, above=0.0)
-    if len(problems) > before:
+    timeout_s = _number(item, "timeout_s", path, problems, default=DEFAULT_TIMEOUT_S, above=0.0)
+    interval = _number(
+        item, "health_interval_s", path, problems, default=DEFAULT_HEALTH_INTERVAL_S, above=0.0
+    )
+    if len(problems) > before or base_url is None:
         return None
     return AdapterSpec(
         id=adapter_id,
         type="openai_http",
-        base_url=base_url.rstrip("/"),
+        base_url=base_url,
         api_key_env=api_key_env,
         timeout_s=timeout_s,
         health_interval_s=interval,
@@ -126,8 +211,8 @@ def _parse_adapter(item: Any, path: str, problems: list[str]) -> AdapterSpec | N
 
 
 def _parse_provider(
-    item: Any, path: str, adapter_ids: set[str], problems: list[str]
-) -> ProviderSpec | None:
+    item: object, path: str, adapter_ids: set[str], problems: list[str]
+) -> NodeProviderSpec | None:
     if not isinstance(item, dict):
         problems.append(f"{path}: must be an object")
         return None
@@ -139,13 +224,23 @@ def _parse_provider(
     served = item.get("served_models")
     if not (isinstance(served, list) and served and all(isinstance(m, str) and m for m in served)):
         problems.append(f"{path}.served_models: must be a non-empty list of model names")
-    if len(problems) > before:
+        served = None
+    if len(problems) > before or served is None:
         return None
-    return ProviderSpec(id=provider_id, adapter=adapter, served_models=frozenset(served))
+    return NodeProviderSpec(id=provider_id, adapter=adapter, served_models=frozenset(served))
 
 
-def _is_http_url(value: Any) -> bool:
-    if not isinstance(value, str) or any(ch.isspace() for ch in value):
+def _http_url(item: dict[str, Any], path: str, problems: list[str]) -> str | None:
+    """``base_url`` without its trailing slashes, or None with the problem recorded."""
+    value = item.get("base_url")
+    if not isinstance(value, str) or not _is_http_url(value):
+        problems.append(f"{path}.base_url: must be an http:// or https:// URL, got {value!r}")
+        return None
+    return value.rstrip("/")
+
+
+def _is_http_url(value: str) -> bool:
+    if any(ch.isspace() for ch in value):
         return False
     try:
         parts = urlsplit(value)
@@ -163,7 +258,7 @@ def _list(data: dict[str, Any], key: str, path: str, problems: list[str]) -> lis
     return value
 
 
-def _label(item: Any, index: int) -> str:
+def _label(item: object, index: int) -> str:
     """Identity paths name an entry by its id, falling back to its position."""
     if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]:
         return item["id"]

@@ -1,8 +1,9 @@
 """The run path: lease a provider, run the request on its Node, relay the events, release.
 
-`open_run` is the one service function behind the OpenAI API. Whatever ends a run — done, error,
-the caller going away, the Node going away, the deadline — the lease is released exactly once and
-an unfinished run is cancelled on its Node.
+`open_run` is the one service function behind the OpenAI API. It owns where a run goes: a Node
+that refused a run before starting it costs the caller nothing, the run goes elsewhere. Whatever
+ends a run — done, error, the caller going away, the Node going away, the deadline — each lease is
+released exactly once and an unfinished run is cancelled on its Node.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,6 +25,10 @@ from nodes.sessions import NODE_DISCONNECTED, NodeSession, RunStream
 log = logging.getLogger(__name__)
 
 DEADLINE_EXCEEDED = "deadline_exceeded"
+# First events that mean the Node never started the run: nothing ran, so it may go elsewhere.
+# A draining Node refuses new runs before its "unhealthy" report has reached the Edge.
+REFUSALS = frozenset({wire.ERROR_NODE_DRAINING})
+MAX_ATTEMPTS = 2  # the first try and once more elsewhere
 _run_ids = itertools.count(1)
 _run_prefix = os.urandom(4).hex()
 
@@ -50,6 +55,16 @@ class ActiveRun:
         self.usage: dict[str, int] | None = None
         self.finish_reason: str | None = None
         self.status = "cancelled"
+        self._first_event: tuple[str, dict[str, Any]] | None = None
+
+    async def _refused(self) -> bool:
+        """Wait for the first event (kept for the deltas); True when it refuses the run."""
+        self._first_event = await self.stream.next_event()
+        event, data = self._first_event
+        if event == "error" and data["code"] in REFUSALS:
+            self.finished = True  # the Node ended it: nothing to cancel
+            return True
+        return False
 
     async def delta_batches(self) -> AsyncIterator[list[dict[str, Any]]]:
         """The Node's chat.completion.chunk dicts, as many at a time as have arrived.
@@ -58,7 +73,7 @@ class ActiveRun:
         Handing over what has already arrived in one go lets the caller write it in one send.
         """
         while True:
-            events = [await self.stream.next_event(), *self.stream.drain()]
+            events = [await self._next_event(), *self.stream.drain()]
             batch = []
             for event, data in events:
                 if event == "delta":
@@ -75,6 +90,12 @@ class ActiveRun:
         async for batch in self.delta_batches():
             for chunk in batch:
                 yield chunk
+
+    async def _next_event(self) -> tuple[str, dict[str, Any]]:
+        if self._first_event is None:
+            return await self.stream.next_event()
+        first, self._first_event = self._first_event, None
+        return first
 
     def _end(self, event: str, data: dict[str, Any]) -> None:
         if event == DEADLINE_EXCEEDED:
@@ -98,13 +119,38 @@ async def open_run(
     request: Mapping[str, Any],
     estimated_input_tokens: int,
     timeout_s: float,
+    on_attempt: Callable[[Lease], None] | None = None,
 ) -> AsyncIterator[ActiveRun]:
-    """Acquire a lease (raising DispatchError) and start the run on the lease's Node.
+    """Acquire a lease (raising DispatchError), start the run on its Node, await its first event.
 
-    The caller iterates ``run.deltas()`` inside the block; leaving the block ends the run.
+    A run its Node refused (see REFUSALS) is released, its provider marked unhealthy (the Node
+    says so soon) and the run tried once more, within the same deadline, which covers queueing
+    and every attempt. The run yielded is the one that serves: its lease is final. The caller
+    iterates ``run.deltas()`` inside the block; leaving the block ends the run. ``on_attempt``
+    sees each attempt's lease as it starts, so a caller that leaves before the first event still
+    knows where its run was.
     """
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        async with _start_run(runtime, model, request, estimated_input_tokens, deadline) as run:
+            if on_attempt is not None:
+                on_attempt(run.lease)
+            if not await run._refused() or attempt == MAX_ATTEMPTS:
+                yield run
+                return
+        runtime.pool.set_provider_health(run.lease.provider_id, False)
+
+
+@asynccontextmanager
+async def _start_run(
+    runtime: EdgeRuntime,
+    model: str,
+    request: Mapping[str, Any],
+    estimated_input_tokens: int,
+    deadline: float,
+) -> AsyncIterator[ActiveRun]:
+    """One attempt: a lease, and the run sent to the lease's Node; both end with the block."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
     lease = await _acquire_current(runtime, model, estimated_input_tokens, deadline)
     run: ActiveRun | None = None
     try:

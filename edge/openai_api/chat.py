@@ -1,0 +1,190 @@
+"""`/v1/chat/completions` once the caller and body are known: parse, policy, run, reply, meter."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from typing import Any
+
+from django.conf import settings
+
+from edge.dispatch import DispatchError, Lease, estimate_input_tokens
+from edge.openai_api.assemble import assemble_message
+from edge.openai_api.errors import APIError
+from edge.openai_api.exchange import Exchange, Receive
+from edge.openai_api.requests import (
+    ChatRequest,
+    apply_generation_policy,
+    parse_chat_request,
+    parse_json_body,
+)
+from edge.openai_api.responses import SSE_DONE, SSE_HEADERS, Headers, Send, send_json, sse_event
+from edge.runs import ActiveRun, RunFailed, open_run
+from edge.runtime import EdgeRuntime
+from edge.usage import Usage
+
+# Read once: Django's settings object is lazy and costs a lookup per attribute on the hot path.
+RUN_TIMEOUT_S: float = settings.IOP_RUN_TIMEOUT_S
+
+
+async def chat(
+    runtime: EdgeRuntime, exchange: Exchange, body: bytes, receive: Receive, send: Send
+) -> None:
+    """Answer one chat completion; raises APIError for anything answered before a stream starts."""
+    request = parse_chat_request(parse_json_body(body))
+    model = runtime.models.get(request.model)
+    principal = exchange.principal
+    # Metered from the model lookup on, refusals included (the column holds 128 characters).
+    exchange.usage = usage = Usage(
+        request_id=exchange.request_id,
+        model=request.model[:128],
+        status="cancelled" if model is not None else "model_not_found",
+        principal_ref=principal.principal_ref if principal else "",
+        token_ref=principal.token_ref if principal else "",
+        alias=(principal.alias or "") if principal else "",
+    )
+    if model is None:
+        raise APIError(
+            404,
+            f"The model '{request.model}' does not exist.",
+            code="model_not_found",
+            param="model",
+        )
+    try:
+        run_body = apply_generation_policy(request.body, model.generation)
+    except APIError as error:
+        usage.status = error.code or "invalid_request"
+        raise
+    watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, asyncio.current_task()))
+    estimated = estimate_input_tokens(run_body)
+    try:
+        async with open_run(
+            runtime,
+            request.model,
+            run_body,
+            estimated,
+            RUN_TIMEOUT_S,
+            on_attempt=functools.partial(_meter_attempt, usage),
+        ) as run:
+            exchange.headers += _decision_headers(run.lease)
+            if request.stream:
+                await _stream(exchange, usage, request, run, send)
+            else:
+                await _complete(exchange, usage, request, run, send)
+    except DispatchError as error:
+        usage.status = error.code
+        raise APIError.from_dispatch(error) from None
+    except RunFailed as failure:
+        usage.status = failure.code
+        raise APIError.from_run_failure(failure) from None
+    finally:
+        watcher.cancel()
+
+
+async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None) -> None:
+    """The caller went away: cancel the request so its run is cancelled and its lease freed."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            if task is not None:
+                task.cancel()
+            return
+
+
+def _meter_attempt(usage: Usage, lease: Lease) -> None:
+    usage.provider, usage.node = lease.provider_id, lease.node_id
+    usage.context_class, usage.queue_ms = lease.context_class, lease.queued_ms
+
+
+def _decision_headers(lease: Lease) -> Headers:
+    return [
+        (b"x-iop-provider", lease.provider_id.encode()),
+        (b"x-iop-node", lease.node_id.encode()),
+        (b"x-iop-context-class", lease.context_class.encode()),
+        (b"x-iop-queue-ms", f"{lease.queued_ms:.1f}".encode()),
+    ]
+
+
+def _finish_usage(usage: Usage, run: ActiveRun) -> dict[str, int]:
+    counts = run.usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    usage.prompt_tokens = counts["prompt_tokens"]
+    usage.completion_tokens = counts["completion_tokens"]
+    usage.status = run.status
+    return counts
+
+
+async def _complete(
+    exchange: Exchange, usage: Usage, request: ChatRequest, run: ActiveRun, send: Send
+) -> None:
+    message = assemble_message([chunk async for chunk in run.deltas()])
+    counts = _finish_usage(usage, run)
+    body = {
+        "id": f"chatcmpl-{exchange.request_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": run.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": counts,
+    }
+    await send_json(send, 200, json.dumps(body).encode(), exchange.headers)
+
+
+async def _stream(
+    exchange: Exchange, usage: Usage, request: ChatRequest, run: ActiveRun, send: Send
+) -> None:
+    completion_id = f"chatcmpl-{exchange.request_id}"
+    started = False
+    try:
+        async for batch in run.delta_batches():
+            if not started:
+                # Held back until the first token: a run failing before it gets a real status.
+                start = SSE_HEADERS + exchange.headers
+                await send({"type": "http.response.start", "status": 200, "headers": start})
+                started = True
+            for chunk in batch:
+                chunk["id"], chunk["model"] = completion_id, request.model
+            body = b"".join(map(sse_event, batch))
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+    except RunFailed as failure:
+        if not started:
+            raise
+        # Headers are gone already: the error becomes the stream's last event.
+        usage.status = failure.code
+        error = APIError.from_run_failure(failure)
+        await send({"type": "http.response.body", "body": sse_event(error.envelope())})
+        return
+    if not started:
+        start = SSE_HEADERS + exchange.headers
+        await send({"type": "http.response.start", "status": 200, "headers": start})
+    counts = _finish_usage(usage, run)
+    # Deltas never carry a finish_reason (docs/wire.md): the Edge writes the closing chunk.
+    tail = sse_event(
+        {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": request.model,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": run.finish_reason}],
+        }
+    )
+    if request.include_usage:
+        tail += sse_event(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": request.model,
+                "choices": [],
+                "usage": counts,
+            }
+        )
+    await send({"type": "http.response.body", "body": tail + SSE_DONE})

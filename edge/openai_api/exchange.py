@@ -1,0 +1,26 @@
+"""One HTTP exchange on the OpenAI API: what every step of a request reads and adds to."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from edge.config.schema import PrincipalToken
+from edge.openai_api.responses import Headers
+from edge.usage import Usage
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class Exchange:
+    """One request: its id, caller, the headers every answer carries and what to meter."""
+
+    __slots__ = ("headers", "principal", "request_id", "started", "usage")
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.started = time.monotonic()
+        self.headers: Headers = [(b"x-request-id", request_id.encode())]
+        self.principal: PrincipalToken | None = None
+        self.usage: Usage | None = None  # metered from the model lookup on
