@@ -11,7 +11,7 @@ from edge.config import EdgeConfig, load_config_file, load_config_text
 from edge.config.schema import Model, Node, Provider
 from nodes.wire import AdapterSpec
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def load_example(name: str) -> EdgeConfig:

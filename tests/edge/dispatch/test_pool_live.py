@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edge.dispatch import ModelNotFound, NoProviderAvailable, ProviderPool
-from tests.dispatch.pool_helpers import (
+from tests.edge.dispatch.pool_helpers import (
     LONG_TOKENS,
     NODE_A,
     NODE_B,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from edge.dispatch import ModelSpec, PoolSnapshot
-from tests.dispatch.pool_helpers import (
+from tests.edge.dispatch.pool_helpers import (
     NODE_B,
     SHORT_TOKENS,
     enqueue,

@@ -25,7 +25,7 @@ from edge.config.load import (
 )
 from nodes.wire import ADAPTER_KEYS
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 BASES = [
     yaml.safe_load((CONFIGS / "edge.yaml").read_text()),
     yaml.safe_load((CONFIGS / "edge.provider-pool.yaml").read_text()),

@@ -18,7 +18,7 @@ from edge.config.schema import (
 )
 from edge.dispatch import ModelSpec, PoolSnapshot, ProviderSpec, snapshot_from_config
 from nodes.wire import AdapterSpec
-from tests.dispatch.pool_helpers import make_provider
+from tests.edge.dispatch.pool_helpers import make_provider
 
 
 def make_config_provider(provider_id: str, **overrides: object) -> Provider:

@@ -17,8 +17,9 @@ from nodes.wire import (
     adapter_payload,
     parse_node_config,
 )
+from tests.nodes.node_payloads import make_node
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 VLLM = {
     "id": "vllm",
@@ -30,15 +31,15 @@ VLLM = {
 }
 
 
-def payload(fakes: Any) -> dict[str, Any]:
-    node = fakes.make_node(providers=(("p-echo", "echo", ("echo-small",)),))
+def payload() -> dict[str, Any]:
+    node = make_node(providers=(("p-echo", "echo", ("echo-small",)),))
     node["adapters"].append(dict(VLLM))
     node["providers"].append({"id": "p-vllm", "adapter": "vllm", "served_models": ["llama"]})
     return node
 
 
-def test_it_reads_the_edges_canonical_node_payload(fakes: Any) -> None:
-    spec = parse_node_config(payload(fakes), node_id="node-a")
+def test_it_reads_the_edges_canonical_node_payload() -> None:
+    spec = parse_node_config(payload(), node_id="node-a")
     assert spec.id == "node-a"
     assert AdapterSpec(id="echo", type="echo") in spec.adapters
     assert (
@@ -81,8 +82,8 @@ def test_it_sends_each_adapter_type_exactly_its_keys_with_the_defaults() -> None
 
 
 @pytest.mark.parametrize("alias", ["openai", "openai_compatible", "vllm", "ollama"])
-def test_it_normalizes_adapter_type_aliases(fakes: Any, alias: str) -> None:
-    node = payload(fakes)
+def test_it_normalizes_adapter_type_aliases(alias: str) -> None:
+    node = payload()
     node["adapters"][1]["type"] = alias
     spec = parse_node_config(node, node_id="node-a")
     assert {a.type for a in spec.adapters} == {"echo", "openai_http"}
@@ -128,15 +129,15 @@ def _break(path: tuple[Any, ...], value: Any) -> Any:
         (_break(("providers", 0), "p"), "node.providers[0]: must be an object"),
     ],
 )
-def test_it_rejects_a_payload_naming_the_field(fakes: Any, change: Any, reason: str) -> None:
-    node = change(copy.deepcopy(payload(fakes)))
+def test_it_rejects_a_payload_naming_the_field(change: Any, reason: str) -> None:
+    node = change(copy.deepcopy(payload()))
     with pytest.raises(NodeConfigError) as caught:
         parse_node_config(node, node_id="node-a")
     assert reason in str(caught.value)
 
 
-def test_it_reports_every_problem_at_once(fakes: Any) -> None:
-    node = payload(fakes)
+def test_it_reports_every_problem_at_once() -> None:
+    node = payload()
     node["adapters"][1]["base_url"] = None
     node["providers"][0]["served_models"] = "echo-small"
     with pytest.raises(NodeConfigError) as caught:
@@ -144,8 +145,8 @@ def test_it_reports_every_problem_at_once(fakes: Any) -> None:
     assert len(caught.value.problems) == 2
 
 
-def test_it_does_not_blame_providers_for_their_broken_adapter(fakes: Any) -> None:
-    node = payload(fakes)
+def test_it_does_not_blame_providers_for_their_broken_adapter() -> None:
+    node = payload()
     node["adapters"][1]["timeout_s"] = -1
     with pytest.raises(NodeConfigError) as caught:
         parse_node_config(node, node_id="node-a")

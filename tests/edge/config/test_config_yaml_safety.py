@@ -10,7 +10,7 @@ import pytest
 from edge.config import ConfigError, ConfigIssue, load_config_file, load_config_text
 from edge.config.yaml_source import MAX_ALIASES, MAX_CONFIG_BYTES
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "edge.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "configs" / "edge.yaml"
 
 
 def make_billion_laughs(levels: int = 9, width: int = 9) -> str:

@@ -12,7 +12,7 @@ from edge.dispatch import (
     QueueFull,
     QueueTimeout,
 )
-from tests.dispatch.pool_helpers import (
+from tests.edge.dispatch.pool_helpers import (
     LONG_TOKENS,
     NODE_A,
     NODE_B,

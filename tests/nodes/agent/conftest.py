@@ -16,12 +16,11 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from edge.config.canonical import node_canonical
-from edge.config.schema import Node, Provider
 from nodes import wire
 from nodes.agent.adapters import Delta, Done, build_adapter
 from nodes.agent.adapters.base import make_usage
 from nodes.agent.agent import AgentSettings, Backoff, NodeAgent
+from tests.nodes.node_payloads import make_node
 
 WAIT_S = 5.0
 TOKEN = "node-secret-token"
@@ -110,44 +109,6 @@ async def edge() -> AsyncIterator[FakeEdge]:
         port = server.sockets[0].getsockname()[1]
         fake.url = f"ws://127.0.0.1:{port}/ws/node/"
         yield fake
-
-
-def make_node(
-    *,
-    node_id: str = "node-a",
-    token_delay_ms: float = 0.0,
-    providers: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-        ("p-echo", "echo", ("echo-small",)),
-    ),
-    extra_adapters: tuple[wire.AdapterSpec, ...] = (),
-) -> wire.NodePayload:
-    """The payload the Edge sends, built by the Edge's own canonical form."""
-    adapters = (
-        wire.AdapterSpec(id="echo", type="echo", token_delay_ms=token_delay_ms),
-        *extra_adapters,
-    )
-    node = Node(
-        id=node_id,
-        alias=None,
-        token_hash_sha256="0" * 64,
-        concurrency=None,
-        adapters=adapters,
-        providers=tuple(
-            Provider(
-                id=pid,
-                adapter=adapter,
-                served_models=served,
-                enabled=True,
-                capacity=4,
-                long_context_slots=None,
-                priority=100,
-                max_queue=8,
-                queue_timeout_s=30.0,
-            )
-            for pid, adapter, served in providers
-        ),
-    )
-    return node_canonical(node)
 
 
 def chat(text: str, **extra: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 
 from nodes.agent.cli import main, parse_settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EDGE = ["--edge", "ws://127.0.0.1:9/ws/node/", "--node-id", "node-a"]
 
 

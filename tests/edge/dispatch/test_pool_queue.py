@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from edge.dispatch import NoProviderAvailable, QueueFull, QueueTimeout
-from tests.dispatch.pool_helpers import (
+from tests.edge.dispatch.pool_helpers import (
     LONG_TOKENS,
     SHORT_TOKENS,
     enqueue,
