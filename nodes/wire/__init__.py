@@ -56,6 +56,7 @@ from nodes.wire.frames import (
     run_done,
     run_error,
     run_request,
+    run_response,
 )
 from nodes.wire.node_config import (
     ADAPTER_KEYS,
@@ -148,4 +149,5 @@ __all__ = [
     "run_done",
     "run_error",
     "run_request",
+    "run_response",
 ]

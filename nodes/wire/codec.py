@@ -199,8 +199,8 @@ def _check_nested(frame_type: str, frame: dict[str, Any]) -> None:
 
 
 def _check_run_event(event: str, data: dict[str, Any]) -> None:
-    if event == "delta":
-        return  # an OpenAI chat.completion.chunk, relayed as is
+    if event == "delta" or event == "response":
+        return  # an OpenAI chat.completion(.chunk), relayed as is
     if event == "done":
         usage = data.get("usage")
         if type(usage) is not dict:
@@ -211,6 +211,8 @@ def _check_run_event(event: str, data: dict[str, Any]) -> None:
                 raise _bad("run.event", f"data.usage.{name}", "a token count (0 to 2**31 - 1)")
         if not _is_str(data.get("finish_reason")):
             raise _bad("run.event", "data.finish_reason", "a string")
+        if not _is_bool(data.get("finish_sent", False)):
+            raise _bad("run.event", "data.finish_sent", "a boolean")
         return
     if event == "error":
         code = data.get("code")
@@ -220,5 +222,13 @@ def _check_run_event(event: str, data: dict[str, Any]) -> None:
             raise _bad("run.event", "data.message", "a string")
         if not _is_int_or_null(data.get("status")):
             raise _bad("run.event", "data.status", "an integer or null")
+        retry_after = data.get("retry_after")
+        if retry_after is not None and not (_is_number(retry_after) and retry_after >= 0):
+            raise _bad("run.event", "data.retry_after", "a number of seconds >= 0 or null")
+        upstream_code = data.get("upstream_code")
+        if upstream_code is not None and not (
+            _is_str(upstream_code) and len(upstream_code) <= MAX_ERROR_CODE_CHARS
+        ):
+            raise _bad("run.event", "data.upstream_code", "a string of at most 64 characters")
         return
-    raise _bad("run.event", "event", "'delta', 'done' or 'error'")
+    raise _bad("run.event", "event", "'delta', 'response', 'done' or 'error'")

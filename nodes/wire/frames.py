@@ -85,27 +85,41 @@ class RunRequest(TypedDict):
 
 
 class Usage(TypedDict):
+    """OpenAI's usage object; the upstream's detail objects travel along when it sends them."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: NotRequired[dict[str, Any]]
+    completion_tokens_details: NotRequired[dict[str, Any]]
 
 
 class DoneData(TypedDict):
     usage: Usage
     finish_reason: str
+    # True when a relayed delta already carried the finish_reason (the upstream's own closing
+    # chunk); otherwise the Edge writes the closing chunk itself.
+    finish_sent: NotRequired[bool]
 
 
 class ErrorData(TypedDict):
     code: str
     message: str
-    status: NotRequired[int | None]
+    status: NotRequired[int | None]  # the upstream's HTTP status, when it answered with one
+    retry_after: NotRequired[float | None]  # seconds, from the upstream's Retry-After
+    upstream_code: NotRequired[
+        str | None
+    ]  # the upstream's own error code, e.g. context_length_exceeded
 
 
 class RunEvent(TypedDict):
     type: Literal["run.event"]
     run_id: str
-    event: Literal["delta", "done", "error"]
-    data: Mapping[str, Any]  # delta: a chat.completion.chunk; done: DoneData; error: ErrorData
+    event: Literal["delta", "response", "done", "error"]
+    # delta: a chat.completion.chunk as the upstream sent it (usage lifted into `done`);
+    # response: a non-streamed chat.completion as the upstream sent it; done: DoneData;
+    # error: ErrorData
+    data: Mapping[str, Any]
 
 
 class RunCancel(TypedDict):
@@ -215,13 +229,33 @@ def run_delta(run_id: str, chunk: dict[str, Any]) -> RunEvent:
     return {"type": "run.event", "run_id": run_id, "event": "delta", "data": chunk}
 
 
-def run_done(run_id: str, usage: Usage, finish_reason: str) -> RunEvent:
+def run_response(run_id: str, completion: dict[str, Any]) -> RunEvent:
+    return {"type": "run.event", "run_id": run_id, "event": "response", "data": completion}
+
+
+def run_done(
+    run_id: str, usage: Usage, finish_reason: str, *, finish_sent: bool = False
+) -> RunEvent:
     data: DoneData = {"usage": usage, "finish_reason": finish_reason}
+    if finish_sent:
+        data["finish_sent"] = True
     return {"type": "run.event", "run_id": run_id, "event": "done", "data": data}
 
 
-def run_error(run_id: str, code: str, message: str, status: int | None = None) -> RunEvent:
+def run_error(
+    run_id: str,
+    code: str,
+    message: str,
+    status: int | None = None,
+    *,
+    retry_after: float | None = None,
+    upstream_code: str | None = None,
+) -> RunEvent:
     data: ErrorData = {"code": code, "message": message, "status": status}
+    if retry_after is not None:
+        data["retry_after"] = retry_after
+    if upstream_code is not None:
+        data["upstream_code"] = upstream_code
     return {"type": "run.event", "run_id": run_id, "event": "error", "data": data}
 
 
