@@ -74,6 +74,8 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "queue_ms",
         "total_ms",
         "status",
+        "attempts",
+        "providers_tried",
     )
     list_filter = (
         PeriodFilter,

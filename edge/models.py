@@ -60,6 +60,9 @@ class UsageRecord(models.Model):
     queue_ms = models.FloatField(default=0)
     total_ms = models.FloatField(default=0)
     status = models.CharField(max_length=64, db_index=True)
+    # Failover: how many providers the run went to, and which (comma-separated, in order).
+    attempts = models.PositiveSmallIntegerField(default=0)
+    providers_tried = models.CharField(max_length=1024, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

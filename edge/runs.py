@@ -1,9 +1,13 @@
 """The run path: lease a provider, run the request on its Node, relay the events, release.
 
-`open_run` is the one service function behind the OpenAI API. It owns where a run goes: a Node
-that refused a run before starting it costs the caller nothing, the run goes elsewhere. Whatever
-ends a run — done, error, the caller going away, the Node going away, the deadline — each lease is
-released exactly once and an unfinished run is cancelled on its Node.
+`open_run` (streams) and `complete_run` (whole answers) are the service functions behind the
+OpenAI API. They own where a run goes: a run that failed before anything reached the caller —
+its Node refused it or went away, its upstream was unreachable, overloaded, rate-limited or
+refused the gateway's credentials — goes to another provider of the model, never back to one
+that already failed it, within the run's deadline and ``failover.max_attempts``. Each attempt's
+outcome feeds the provider's passive health. Whatever ends a run — done, error, the caller going
+away, the Node going away, the deadline — each lease is released exactly once and an unfinished
+run is cancelled on its Node.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
-from edge.dispatch import Lease
+from edge.dispatch import DispatchError, Lease, ProviderPool
 from edge.runtime import EdgeRuntime
 from nodes import wire
 from nodes.sessions import NODE_DISCONNECTED, NodeSession, RunStream
@@ -25,26 +30,103 @@ from nodes.sessions import NODE_DISCONNECTED, NodeSession, RunStream
 log = logging.getLogger(__name__)
 
 DEADLINE_EXCEEDED = "deadline_exceeded"
-# First events that mean the Node never started the run: nothing ran, so it may go elsewhere.
+# The upstream refused the gateway's own credentials (HTTP 401/403): not the caller's problem.
+UPSTREAM_AUTH_FAILED = "upstream_auth_failed"
+AUTH_STATUSES = frozenset({401, 403})
+# The Node never got to the upstream: the run may go elsewhere, and says nothing of the provider.
 # A draining Node refuses new runs before its "unhealthy" report has reached the Edge.
-REFUSALS = frozenset({wire.ERROR_NODE_DRAINING})
-MAX_ATTEMPTS = 2  # the first try and once more elsewhere
+NODE_FAILURES = frozenset({NODE_DISCONNECTED, wire.ERROR_NODE_DRAINING, wire.ERROR_NODE_NOT_READY})
+# The provider itself failed (the request is not to blame): counts against its passive health.
+PROVIDER_FAILURES = frozenset(
+    {wire.ERROR_UPSTREAM_UNAVAILABLE, wire.ERROR_UPSTREAM_TIMEOUT, wire.ERROR_INTERNAL}
+)
+RATE_LIMITED = 429
+REQUEST_TIMEOUT = 408
 _run_ids = itertools.count(1)
 _run_prefix = os.urandom(4).hex()
 
 
 class RunFailed(Exception):
-    """A run that ended in an error: from the Node, its upstream, or the Edge itself."""
+    """A run that ended in an error: from the Node, its upstream, or the Edge itself.
 
-    def __init__(self, code: str, message: str, upstream_status: int | None = None) -> None:
+    ``retry_after`` (seconds) and ``upstream_code`` are the upstream's, when it sent them;
+    ``attempts`` and ``tried`` (provider ids, in order) say where the run went before it failed.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        upstream_status: int | None = None,
+        *,
+        retry_after: float | None = None,
+        upstream_code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.upstream_status = upstream_status
+        self.retry_after = retry_after
+        self.upstream_code = upstream_code
+        self.attempts = 0
+        self.tried: tuple[str, ...] = ()
+
+
+def run_failure(lease: Lease, data: Mapping[str, Any]) -> RunFailed:
+    """The RunFailed of a Node's `error` event for a run on ``lease``."""
+    status = data.get("status")
+    if data["code"] == wire.ERROR_UPSTREAM and status in AUTH_STATUSES:
+        # The upstream's own words may quote the key: they stay out of the caller's answer.
+        log.warning("provider %s: the upstream refused its credentials", lease.provider_id)
+        return RunFailed(
+            UPSTREAM_AUTH_FAILED,
+            f"The upstream of provider {lease.provider_id} refused the gateway's credentials "
+            f"(HTTP {status}).",
+            status,
+        )
+    return RunFailed(
+        data["code"],
+        data["message"],
+        status,
+        retry_after=data.get("retry_after"),
+        upstream_code=data.get("upstream_code"),
+    )
+
+
+def _provider_fault(failure: RunFailed) -> bool:
+    """The provider broke, not the request: unreachable, timed out, 5xx, a failing Node."""
+    if failure.code in PROVIDER_FAILURES:
+        return True
+    status = failure.upstream_status
+    return failure.code == wire.ERROR_UPSTREAM and (
+        status is None or status >= 500 or status == REQUEST_TIMEOUT
+    )
+
+
+def may_go_elsewhere(failure: RunFailed) -> bool:
+    """Nothing in the failure blames the request, so another provider may well answer it."""
+    return (
+        failure.code in NODE_FAILURES
+        or failure.code == UPSTREAM_AUTH_FAILED
+        or (failure.code == wire.ERROR_UPSTREAM and failure.upstream_status == RATE_LIMITED)
+        or _provider_fault(failure)
+    )
+
+
+def _passive_reason(failure: RunFailed) -> str:
+    if failure.upstream_status is None:
+        return failure.code
+    return f"{failure.code} (HTTP {failure.upstream_status})"
 
 
 class ActiveRun:
-    """A run in flight on a Node: iterate its deltas; ``status`` says how it ended."""
+    """A run in flight on a Node: iterate its deltas; ``status`` says how it ended.
+
+    ``attempts`` and ``tried`` count this run's attempt and those that failed before it;
+    ``response`` is a non-streamed answer the Node sent whole; ``usage`` is the `done` event's,
+    with the upstream's detail keys; ``finish_sent``: a relayed delta already carried the
+    finish_reason (the upstream's own closing chunk).
+    """
 
     def __init__(self, lease: Lease, session: NodeSession) -> None:
         self.lease = lease
@@ -52,25 +134,29 @@ class ActiveRun:
         self.run_id = f"run-{_run_prefix}-{next(_run_ids)}"
         self.stream: RunStream = session.open_run(self.run_id)
         self.finished = False
-        self.usage: dict[str, int] | None = None
+        self.attempts = 1
+        self.tried: tuple[str, ...] = (lease.provider_id,)
+        self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
+        self.finish_sent = False
+        self.response: dict[str, Any] | None = None
         self.status = "cancelled"
+        self.failure: RunFailed | None = None
         self._first_event: tuple[str, dict[str, Any]] | None = None
 
-    async def _refused(self) -> bool:
-        """Wait for the first event (kept for the deltas); True when it refuses the run."""
-        self._first_event = await self.stream.next_event()
-        event, data = self._first_event
-        if event == "error" and data["code"] in REFUSALS:
-            self.finished = True  # the Node ended it: nothing to cancel
-            return True
-        return False
+    async def started(self) -> None:
+        """Wait for the first event (kept for the deltas); raise RunFailed when it is an error."""
+        event, data = await self.stream.next_event()
+        if event == "error" or event == DEADLINE_EXCEEDED:
+            self._end(event, data)
+        self._first_event = (event, data)
 
     async def delta_batches(self) -> AsyncIterator[list[dict[str, Any]]]:
         """The Node's chat.completion.chunk dicts, as many at a time as have arrived.
 
         Returns after `done`; raises RunFailed on an error, the Node's or the deadline's.
         Handing over what has already arrived in one go lets the caller write it in one send.
+        A `response` event (a whole answer) is kept in ``response``, not yielded.
         """
         while True:
             events = [await self._next_event(), *self.stream.drain()]
@@ -79,11 +165,15 @@ class ActiveRun:
                 if event == "delta":
                     batch.append(data)
                     continue
+                if event == "response":
+                    self.response = data
+                    continue
                 if batch:
                     yield batch
                 self._end(event, data)
                 return
-            yield batch
+            if batch:
+                yield batch
 
     async def deltas(self) -> AsyncIterator[dict[str, Any]]:
         """The same, one chunk at a time."""
@@ -101,15 +191,33 @@ class ActiveRun:
         if event == DEADLINE_EXCEEDED:
             # The Edge gives up; the Node's run is still going and gets cancelled.
             self.status = DEADLINE_EXCEEDED
-            raise RunFailed(DEADLINE_EXCEEDED, "the run did not finish in time")
+            self.failure = RunFailed(DEADLINE_EXCEEDED, "the run did not finish in time")
+            raise self.failure
         self.finished = True
         if event == "done":
             self.usage = data["usage"]
             self.finish_reason = data["finish_reason"]
+            self.finish_sent = bool(data.get("finish_sent", False))
             self.status = "ok"
             return
-        self.status = data["code"]
-        raise RunFailed(data["code"], data["message"], data.get("status"))
+        self.failure = run_failure(self.lease, data)
+        self.status = self.failure.code
+        raise self.failure
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedRun:
+    """A run that went through to its end (``complete_run``): everything the caller answers."""
+
+    lease: Lease
+    attempts: int
+    tried: tuple[str, ...]
+    chunks: tuple[dict[str, Any], ...]  # the deltas, when the adapter streamed
+    response: dict[str, Any] | None  # the chat.completion, when the Node sent it whole
+    usage: dict[str, Any]
+    finish_reason: str | None
+    finish_sent: bool
+    status: str
 
 
 @asynccontextmanager
@@ -123,35 +231,136 @@ async def open_run(
 ) -> AsyncIterator[ActiveRun]:
     """Acquire a lease (raising DispatchError), start the run on its Node, await its first event.
 
-    A run its Node refused (see REFUSALS) is released, its provider marked unhealthy (the Node
-    says so soon) and the run tried once more, within the same deadline, which covers queueing
-    and every attempt. The run yielded is the one that serves: its lease is final. The caller
-    iterates ``run.deltas()`` inside the block; leaving the block ends the run. ``on_attempt``
-    sees each attempt's lease as it starts, so a caller that leaves before the first event still
-    knows where its run was.
+    A run whose first event is a failure that does not blame the request goes to another
+    provider (see the module doc); when none is left, the last failure is raised. The run yielded
+    is the one that serves: its lease is final, and a failure from then on is the caller's to
+    relay (the stream's last event). The caller iterates ``run.delta_batches()`` inside the
+    block; leaving the block ends the run. ``on_attempt`` sees each attempt's lease as it
+    starts, so a caller that leaves before the first event still knows where its run was.
     """
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        async with _start_run(runtime, model, request, estimated_input_tokens, deadline) as run:
-            if on_attempt is not None:
-                on_attempt(run.lease)
-            if not await run._refused() or attempt == MAX_ATTEMPTS:
+    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt)
+    while True:
+        lease = await failover.next_lease()
+        serving = False
+        try:
+            async with _run_on(runtime, lease, request, failover.deadline) as run:
+                failover.describe(run)
+                await run.started()
+                serving = True
                 yield run
                 return
-        runtime.pool.set_provider_health(run.lease.provider_id, False)
+        except RunFailed as failure:
+            if not failover.goes_on(failure, answering=serving):
+                raise
 
 
-@asynccontextmanager
-async def _start_run(
+async def complete_run(
     runtime: EdgeRuntime,
     model: str,
     request: Mapping[str, Any],
     estimated_input_tokens: int,
-    deadline: float,
+    timeout_s: float,
+    on_attempt: Callable[[Lease], None] | None = None,
+) -> CompletedRun:
+    """Run the request to its end, for a caller that gets nothing before the end.
+
+    Nothing reaches the caller before the run completes, so a run failing at any point (not
+    only before its first event) may go to another provider, as for ``open_run``. Raises
+    DispatchError (no lease at all) or RunFailed (the last attempt's failure).
+    """
+    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt)
+    while True:
+        lease = await failover.next_lease()
+        try:
+            async with _run_on(runtime, lease, request, failover.deadline) as run:
+                failover.describe(run)
+                chunks = tuple([chunk async for chunk in run.deltas()])
+                return CompletedRun(
+                    lease=run.lease,
+                    attempts=run.attempts,
+                    tried=run.tried,
+                    chunks=chunks,
+                    response=run.response,
+                    usage=run.usage or {},
+                    finish_reason=run.finish_reason,
+                    finish_sent=run.finish_sent,
+                    status=run.status,
+                )
+        except RunFailed as failure:
+            if not failover.goes_on(failure):
+                raise
+
+
+class _Failover:
+    """One run's attempts: the deadline they share, where they went, whether to go on."""
+
+    def __init__(
+        self,
+        runtime: EdgeRuntime,
+        model: str,
+        estimated_input_tokens: int,
+        timeout_s: float,
+        on_attempt: Callable[[Lease], None] | None,
+    ) -> None:
+        self._runtime = runtime
+        self._model = model
+        self._tokens = estimated_input_tokens
+        self._on_attempt = on_attempt
+        self._loop = asyncio.get_running_loop()
+        self.deadline = self._loop.time() + timeout_s
+        # Read once per run: a live refresh applies to the runs that start after it.
+        self._max_attempts = runtime.config.failover.max_attempts
+        self._tried: list[str] = []
+        self._last: RunFailed | None = None
+
+    async def next_lease(self) -> Lease:
+        """The next attempt's lease, on a provider no attempt has used yet.
+
+        The first attempt raises what the pool raises; a later one that finds no lease (no
+        other provider, queue full, deadline) raises the last attempt's failure instead: that
+        is what went wrong with the request.
+        """
+        exclude = frozenset(self._tried)
+        try:
+            lease = await _acquire_current(
+                self._runtime, self._model, self._tokens, self.deadline, exclude
+            )
+        except (DispatchError, RunFailed):
+            if self._last is None:
+                raise
+            raise self._last from None
+        self._tried.append(lease.provider_id)
+        if self._on_attempt is not None:
+            self._on_attempt(lease)
+        return lease
+
+    def describe(self, run: ActiveRun) -> None:
+        run.attempts, run.tried = len(self._tried), tuple(self._tried)
+
+    def goes_on(self, failure: RunFailed, *, answering: bool = False) -> bool:
+        """Record an attempt's failure; True when the run should try another provider.
+
+        ``answering``: the run had started answering its caller, so it ends here.
+        """
+        failure.attempts, failure.tried = len(self._tried), tuple(self._tried)
+        self._last = failure
+        if answering or not may_go_elsewhere(failure):
+            return False
+        if len(self._tried) >= self._max_attempts or self._loop.time() >= self.deadline:
+            return False
+        log.info(
+            "run on %s failed before answering (%s): failing over", self._tried[-1], failure.code
+        )
+        return True
+
+
+@asynccontextmanager
+async def _run_on(
+    runtime: EdgeRuntime, lease: Lease, request: Mapping[str, Any], deadline: float
 ) -> AsyncIterator[ActiveRun]:
-    """One attempt: a lease, and the run sent to the lease's Node; both end with the block."""
+    """One attempt: the run sent to the lease's Node. The lease is released when the block
+    ends, after the attempt's outcome went to the provider's passive health."""
     loop = asyncio.get_running_loop()
-    lease = await _acquire_current(runtime, model, estimated_input_tokens, deadline)
     run: ActiveRun | None = None
     try:
         session = runtime.nodes.ready(lease.node_id)
@@ -178,6 +387,7 @@ async def _start_run(
         try:
             if run is not None:
                 deadline_timer.cancel()
+                _record_outcome(runtime.pool, run)
                 run.session.forget_run(run.run_id, unfinished=not run.finished)
                 if not run.finished and not run.session.closed:
                     await _cancel_quietly(run)
@@ -185,20 +395,43 @@ async def _start_run(
             lease.release()
 
 
+def _record_outcome(pool: ProviderPool, run: ActiveRun) -> None:
+    """What the attempt says about its provider, for passive health."""
+    lease, failure = run.lease, run.failure
+    if run.status == "ok":
+        pool.report_success(lease)
+    elif failure is None:
+        return  # cancelled: says nothing
+    elif failure.code == UPSTREAM_AUTH_FAILED:
+        pool.report_failure(lease, UPSTREAM_AUTH_FAILED, trip=True)
+    elif _provider_fault(failure):
+        pool.report_failure(lease, _passive_reason(failure))
+    elif failure.code == wire.ERROR_NODE_DRAINING:
+        # Its Node says so soon; until then (or its next session) nothing more goes there.
+        pool.set_provider_health(lease.provider_id, False, "node draining")
+    elif failure.upstream_status is not None and failure.upstream_status != RATE_LIMITED:
+        pool.report_success(lease)  # the upstream answered: it blamed the request
+
+
 async def _acquire_current(
-    runtime: EdgeRuntime, model: str, estimated_input_tokens: int, deadline: float
+    runtime: EdgeRuntime,
+    model: str,
+    estimated_input_tokens: int,
+    deadline: float,
+    exclude: frozenset[str],
 ) -> Lease:
     """A lease that matches the snapshot in force, obtained before the run's deadline.
 
     A queued request granted a slot just before a refresh swapped the snapshot wakes up after
     the Node got its new config: its route may be gone, so it asks again.
     """
+    pool = runtime.pool
     try:
         async with asyncio.timeout_at(deadline):
-            lease = await runtime.pool.acquire(model, estimated_input_tokens)
-            while not runtime.pool.is_current(lease):
+            lease = await pool.acquire(model, estimated_input_tokens, exclude)
+            while not pool.is_current(lease):
                 lease.release()
-                lease = await runtime.pool.acquire(model, estimated_input_tokens)
+                lease = await pool.acquire(model, estimated_input_tokens, exclude)
     except TimeoutError:
         raise RunFailed(DEADLINE_EXCEEDED, "no provider was free before the deadline") from None
     return lease

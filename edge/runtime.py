@@ -2,12 +2,14 @@
 
 One per process, living on the event loop that serves requests. A live refresh swaps the config
 copy-on-write: a new immutable config and pool snapshot replace the old ones in one step, and the
-pool keeps its counters (DESIGN §6).
+pool keeps its counters (DESIGN §6). Stopping drains: the OpenAI entry refuses new requests and
+counts the ones in flight, which may finish before the runs still going are failed (`drain`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -19,6 +21,47 @@ from edge.memory import return_free_memory
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
 from nodes.sessions import NodeSessionStore
+
+log = logging.getLogger(__name__)
+
+EDGE_DRAINING = "edge_draining"  # a request that arrives while the Edge stops
+EDGE_SHUTTING_DOWN = "edge_shutting_down"  # a run still going when the drain times out
+# How long runs failed at the drain timeout get to write their error before the Edge stops.
+CUT_GRACE_S = 2.0
+# Runs admitted from the queue after the timeout are failed as they start: looked for this often.
+CUT_POLL_S = 0.05
+# A normal closure: the Nodes reconnect by themselves. (Daphne's websocket library lets a server
+# send only 1000 or 3000-4999, so not 1001, "going away".)
+CLOSE_NORMAL = 1000
+CLOSE_WAIT_S = 1.0  # for the Nodes' half of the closing handshakes (milliseconds, usually)
+
+
+class Drain:
+    """The OpenAI requests in flight, and whether new ones are refused (the Edge is stopping)."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        self.in_flight += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        if not self.in_flight:
+            self._idle.set()
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """True once no request is in flight; False if some still are after ``timeout_s``."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
 
 
 class EdgeRuntime:
@@ -39,6 +82,7 @@ class EdgeRuntime:
         self.refresh_lock = asyncio.Lock()  # refreshes are serialized
         self.principals: Mapping[str, PrincipalToken] = _principals(config)
         self.models: Mapping[str, Model] = _models(config)
+        self.drain = Drain()
 
     def swap_config(self, config: EdgeConfig) -> None:
         """Make ``config`` the running one. Only live-classified changes may reach here."""
@@ -49,6 +93,53 @@ class EdgeRuntime:
 
     def principal_for(self, bearer_token: str) -> PrincipalToken | None:
         return self.principals.get(sha256_hex(bearer_token))
+
+    async def drain_requests(self, timeout_s: float) -> None:
+        """Refuse new OpenAI requests, let those in flight finish for up to ``timeout_s``, then
+        end the runs still going with EDGE_SHUTTING_DOWN: the chat flow answers each with that
+        error, as its stream's last event if it already started."""
+        self.drain.draining = True
+        log.info(
+            "drain: refusing new requests; %d in flight get up to %g s",
+            self.drain.in_flight,
+            timeout_s,
+        )
+        if await self.drain.wait_idle(timeout_s):
+            return
+        log.warning(
+            "drain: %d requests still in flight after %g s: ending them",
+            self.drain.in_flight,
+            timeout_s,
+        )
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + CUT_GRACE_S
+        while True:
+            self._fail_runs()
+            if await self.drain.wait_idle(CUT_POLL_S):
+                return
+            if loop.time() > give_up:
+                log.warning("drain: %d requests did not end in time", self.drain.in_flight)
+                return
+
+    def _fail_runs(self) -> None:
+        for session in self.nodes.sessions():
+            for run_id in list(session.runs):
+                session.fail_run(run_id, EDGE_SHUTTING_DOWN, "the Edge is shutting down")
+
+    async def close_node_sessions(self) -> None:
+        """Close every Node session and wait (bounded) for the Nodes' half of the handshakes."""
+        sessions = self.nodes.sessions()
+        closed = await asyncio.gather(
+            *(session.link.close_session(CLOSE_NORMAL) for session in sessions),
+            return_exceptions=True,
+        )
+        for session, outcome in zip(sessions, closed, strict=True):
+            if isinstance(outcome, Exception):
+                log.warning("node %s: session not closed: %s", session.node_id, outcome)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + CLOSE_WAIT_S
+        while self.nodes.sessions() and loop.time() < give_up:
+            await asyncio.sleep(CUT_POLL_S)
 
 
 def _principals(config: EdgeConfig) -> dict[str, PrincipalToken]:

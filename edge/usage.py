@@ -33,6 +33,9 @@ class Usage:
     completion_tokens: int = 0
     queue_ms: float = 0.0
     total_ms: float = 0.0
+    # Providers the run went to (failover), comma-separated in order; the last one is `provider`.
+    attempts: int = 0
+    providers_tried: str = ""
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 

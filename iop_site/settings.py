@@ -6,6 +6,10 @@ import secrets
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from nodes import wire
+from nodes.sessions import DEFAULT_MAX_RUN_OUTPUT_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -112,11 +116,24 @@ STATIC_ROOT = VAR_DIR / "static"
 
 # One Edge process owns dispatch, so no channel layer is needed (DESIGN §9 for scaling out).
 CHANNEL_LAYERS: dict[str, dict] = {}
-IOP_NODE_PING_INTERVAL_S = env.float("IOP_NODE_PING_INTERVAL_S", default=15.0)
+# Edge -> Node pings; a Node silent for three intervals is dropped, so a frozen one within seconds.
+IOP_NODE_PING_INTERVAL_S = env.float("IOP_NODE_PING_INTERVAL_S", default=2.0)
 IOP_NODE_HELLO_TIMEOUT_S = env.float("IOP_NODE_HELLO_TIMEOUT_S", default=10.0)
 IOP_RUN_TIMEOUT_S = env.float("IOP_RUN_TIMEOUT_S", default=600.0)
 IOP_REFRESH_ACK_TIMEOUT_S = env.float("IOP_REFRESH_ACK_TIMEOUT_S", default=10.0)
-IOP_MAX_BODY_BYTES = env.int("IOP_MAX_BODY_BYTES", default=8 * 1024 * 1024)
+# The sizes (docs/api.md, "Limits"): a request body travels to its Node in one run.request, so
+# its limit may be lowered but not raised past what the wire carries.
+IOP_MAX_BODY_BYTES = env.int("IOP_MAX_BODY_BYTES", default=wire.MAX_BODY_BYTES)
+if not 0 < IOP_MAX_BODY_BYTES <= wire.MAX_BODY_BYTES:
+    raise ImproperlyConfigured(
+        f"IOP_MAX_BODY_BYTES must be between 1 and {wire.MAX_BODY_BYTES}, got {IOP_MAX_BODY_BYTES}"
+    )
+IOP_MAX_RUN_OUTPUT_BYTES = env.int("IOP_MAX_RUN_OUTPUT_BYTES", default=DEFAULT_MAX_RUN_OUTPUT_BYTES)
+if IOP_MAX_RUN_OUTPUT_BYTES <= 0:
+    raise ImproperlyConfigured(
+        f"IOP_MAX_RUN_OUTPUT_BYTES must be a positive byte count, got {IOP_MAX_RUN_OUTPUT_BYTES}"
+    )
+IOP_DRAIN_TIMEOUT_S = env.float("IOP_DRAIN_TIMEOUT_S", default=30.0)
 
 REST_FRAMEWORK: dict[str, object] = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -7,6 +7,7 @@ runs the hello -> config -> ack handshake, and turns frames into session and poo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import time
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
@@ -23,13 +25,22 @@ from edge.runtime import EdgeRuntime, get_runtime
 from edge.tokens import bearer_token, sha256_hex
 from nodes import wire
 from nodes.models import Node
-from nodes.sessions import NodeSession
+from nodes.sessions import BAD_FRAME, NodeSession
 
 log = logging.getLogger(__name__)
 
 MAX_BAD_FRAMES = 5
-# A frame too large to read, or a protocol this Edge does not speak, ends the session at once.
+# A frame too large to read, or a protocol this Edge does not speak, ends the session at once
+# (unless the frame names one of the session's runs: then only that run fails).
 FATAL_FRAME_ERRORS = frozenset({"too_large", "unsupported_protocol"})
+# The Node's frames that carry a run, so a bad one costs that run only.
+RUN_FRAMES = frozenset({"run.event", "part"})
+# A Node heard from by no frame for this many ping intervals is dropped.
+SILENT_INTERVALS = 3
+# Close code for a session ended by a bug on the Edge's side (the websocket's "internal error").
+CLOSE_INTERNAL_ERROR = 1011
+# Read once: Django's settings object is lazy and costs a lookup per attribute.
+MAX_RUN_OUTPUT_BYTES: int = settings.IOP_MAX_RUN_OUTPUT_BYTES
 
 
 def token_matches(token: str, expected_sha256: str) -> bool:
@@ -50,7 +61,29 @@ class NodeConsumer(AsyncWebsocketConsumer):
         handler = getattr(self, message["type"].replace(".", "_"), None)
         if handler is None:
             raise ValueError(f"no handler for {message['type']}")
-        await handler(message)
+        try:
+            await handler(message)
+        except StopConsumer:
+            raise
+        except Exception:
+            # Left alone, the dead consumer would leave a "ready" session that swallows runs.
+            log.exception("node %s: session failed in %s", self._node_name, message["type"])
+            await self._abandon()
+            if message["type"] == "websocket.disconnect":
+                raise StopConsumer from None
+
+    @property
+    def _node_name(self) -> str:
+        return getattr(self, "node_id", "?")
+
+    async def _abandon(self) -> None:
+        """End the session after a bug here: its runs fail, its providers leave the pool."""
+        if self.keepalive is not None and self.keepalive is not asyncio.current_task():
+            self.keepalive.cancel()
+        if self.session is not None:
+            self.runtime.nodes.detach(self.session)
+        with contextlib.suppress(Exception):
+            await self.close(code=CLOSE_INTERNAL_ERROR)
 
     async def connect(self) -> None:
         self.runtime: EdgeRuntime = get_runtime()
@@ -71,7 +104,9 @@ class NodeConsumer(AsyncWebsocketConsumer):
             await self.close(code=wire.CLOSE_UNAUTHORIZED)
             return
         self.node_id = node_id
-        self.session, superseded = self.runtime.nodes.attach(node_id, self)
+        self.session, superseded = self.runtime.nodes.attach(
+            node_id, self, max_run_output_bytes=MAX_RUN_OUTPUT_BYTES
+        )
         if superseded is not None:
             await superseded.link.close_session(wire.CLOSE_SUPERSEDED)
         self.keepalive = asyncio.create_task(self._keep_alive(self.session))
@@ -85,9 +120,12 @@ class NodeConsumer(AsyncWebsocketConsumer):
     # -- NodeLink ---------------------------------------------------------------------------
 
     async def send_frame(self, frame: wire.Frame) -> None:
+        """Send a frame, in parts when it is too large for one (``wire.FrameError`` when it is
+        too large even for that; nothing is sent then)."""
         if self.session is None or self.session.closed:
             raise ConnectionError("session closed")
-        await self.send(text_data=wire.encode(frame))
+        for text in wire.split(frame):
+            await self.send(text_data=text)
 
     async def close_session(self, code: int) -> None:
         await self.close(code=code)
@@ -99,17 +137,17 @@ class NodeConsumer(AsyncWebsocketConsumer):
         if session is None or session.closed:
             return
         self.last_heard = time.monotonic()
+        text = text_data if text_data is not None else bytes_data or b""
         try:
-            frame = wire.decode(
-                text_data if text_data is not None else bytes_data or b"",
-                accept=wire.NODE_TO_EDGE,
-            )
+            frame = wire.decode(text, accept=wire.NODE_TO_EDGE)
         except wire.FrameError as exc:
-            await self._refuse(exc.code, exc.message, fatal=exc.code in FATAL_FRAME_ERRORS)
+            await self._bad_frame(session, text, exc)
             return
         # Compared on the frame itself, so the type checker narrows it to that frame's shape.
         if frame["type"] == "run.event":
-            await self._run_event(session, frame)
+            await self._run_event(session, frame, len(text))
+        elif frame["type"] == "part":
+            await self._part(session, frame)
         elif frame["type"] == "hello":
             await self._hello(session, frame)
         elif frame["type"] == "config.ack":
@@ -119,14 +157,38 @@ class NodeConsumer(AsyncWebsocketConsumer):
         elif frame["type"] == "ping":
             await self.send_frame(wire.pong(frame.get("ts")))
 
-    async def _run_event(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
-        run_id = frame["run_id"]
-        if not session.deliver(run_id, frame["event"], frame["data"]):
-            log.warning(
-                "node %s: refused run.event for run %s it does not own", self.node_id, run_id
-            )
-            # Refused, but not counted as abuse: a Node may legitimately lag behind a cancel.
-            await self._refuse("unknown_run", f"no run {run_id!r} on this session", counts=False)
+    async def _run_event(self, session: NodeSession, frame: Mapping[str, Any], size: int) -> None:
+        if not session.deliver(frame["run_id"], frame["event"], frame["data"], size):
+            await self._unknown_run(frame["type"], frame["run_id"])
+
+    async def _part(self, session: NodeSession, frame: wire.Part) -> None:
+        try:
+            owned = session.take_part(frame)
+        except wire.FrameError as exc:  # that run has failed; the session goes on
+            await self._refuse(exc.code, exc.message, counts=False)
+            return
+        if not owned:
+            await self._unknown_run(frame["type"], frame["run_id"])
+
+    async def _unknown_run(self, frame_type: str, run_id: str) -> None:
+        log.warning(
+            "node %s: refused %s for run %s it does not own", self.node_id, frame_type, run_id
+        )
+        # Refused, but not counted as abuse: a Node may legitimately lag behind a cancel.
+        await self._refuse("unknown_run", f"no run {run_id!r} on this session", counts=False)
+
+    async def _bad_frame(
+        self, session: NodeSession, text: str | bytes, exc: wire.FrameError
+    ) -> None:
+        """A frame that does not decode. One that names a run of this session fails that run
+        only; any other counts toward closing the session."""
+        run_id = wire.run_id_of(text, RUN_FRAMES)
+        if run_id is not None and session.owns(run_id):
+            message = f"the node sent a bad frame for this run: {exc.message}"
+            session.fail_run(run_id, BAD_FRAME, message)
+            await self._refuse(exc.code, exc.message, counts=False)
+            return
+        await self._refuse(exc.code, exc.message, fatal=exc.code in FATAL_FRAME_ERRORS)
 
     async def _hello(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
         # The codec already refused any other protocol version.
@@ -163,7 +225,9 @@ class NodeConsumer(AsyncWebsocketConsumer):
         own = {p.id for p in node.providers} if node else set()
         for provider_id, health in frame["providers"].items():
             if provider_id in own:
-                self.runtime.pool.set_provider_health(provider_id, health["healthy"])
+                self.runtime.pool.set_provider_health(
+                    provider_id, health["healthy"], health["detail"]
+                )
             else:
                 log.warning("node %s: ignored health of provider %s", self.node_id, provider_id)
 
@@ -180,7 +244,17 @@ class NodeConsumer(AsyncWebsocketConsumer):
             await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
 
     async def _keep_alive(self, session: NodeSession) -> None:
-        """Wait for the hello, then ping on an interval; a Node silent for three is dropped."""
+        try:
+            await self._ping_until_silent(session)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("node %s: keep-alive failed", self._node_name)
+            await self._abandon()
+
+    async def _ping_until_silent(self, session: NodeSession) -> None:
+        """Wait for the hello, then ping on an interval; a Node silent for SILENT_INTERVALS is
+        dropped: its runs fail (their slots come back) and its providers leave the pool."""
         try:
             await asyncio.wait_for(self.greeted.wait(), settings.IOP_NODE_HELLO_TIMEOUT_S)
         except TimeoutError:
@@ -190,12 +264,14 @@ class NodeConsumer(AsyncWebsocketConsumer):
             self.runtime.nodes.detach(session)
             return
         interval = settings.IOP_NODE_PING_INTERVAL_S
+        silence = SILENT_INTERVALS * interval
         while not session.closed:
             await asyncio.sleep(interval)
-            if time.monotonic() - self.last_heard > 3 * interval:
-                log.warning("node %s: no frame for %.0f s, dropping it", self.node_id, 3 * interval)
-                await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
+            if time.monotonic() - self.last_heard > silence:
+                # Detached first: a frozen Node must not get runs while its socket closes.
+                log.warning("node %s: no frame for %.0f s, dropping it", self.node_id, silence)
                 self.runtime.nodes.detach(session)
+                await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
                 return
             try:
                 await self.send_frame(wire.ping(time.time()))

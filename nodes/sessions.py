@@ -17,6 +17,13 @@ from nodes import wire
 log = logging.getLogger(__name__)
 
 NODE_DISCONNECTED = "node_disconnected"
+# A frame of one run the Edge cannot use (malformed, oversized): that run fails, the session stays.
+BAD_FRAME = "bad_frame"
+# A run.request too large to travel even in parts (over wire.MAX_MESSAGE_BYTES): never sent.
+REQUEST_TOO_LARGE = "request_too_large"
+# The most one run may send the Edge, counted in characters of its frames' JSON text (bytes, for
+# ASCII); the Edge's IOP_MAX_RUN_OUTPUT_BYTES sets it.
+DEFAULT_MAX_RUN_OUTPUT_BYTES = 64 * 1024 * 1024
 # Runs recently cut short on a session: the Node may still send events it had in flight for them.
 RECENT_RUNS_KEPT = 1024
 
@@ -32,11 +39,12 @@ class NodeLink(Protocol):
 class RunStream:
     """The events of one run on its way from the Node to the caller, in order."""
 
-    __slots__ = ("_queue", "run_id", "session")
+    __slots__ = ("_queue", "received", "run_id", "session")
 
     def __init__(self, run_id: str, session: NodeSession) -> None:
         self.run_id = run_id
         self.session = session
+        self.received = 0  # the size of its frames so far, against the session's output limit
         self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
 
     def push(self, event: str, data: dict[str, Any]) -> None:
@@ -51,6 +59,11 @@ class RunStream:
         while not self._queue.empty():
             events.append(self._queue.get_nowait())
         return events
+
+    def fail(self, code: str, message: str) -> None:
+        """End the run with an error: what it had queued is dropped, the error comes next."""
+        self.drain()
+        self.push("error", {"code": code, "message": message, "status": None})
 
 
 class PendingAck:
@@ -78,15 +91,24 @@ class PendingAck:
 class NodeSession:
     """One websocket connection of one Node."""
 
-    def __init__(self, node_id: str, link: NodeLink) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        link: NodeLink,
+        *,
+        max_run_output_bytes: int = DEFAULT_MAX_RUN_OUTPUT_BYTES,
+    ) -> None:
         self.node_id = node_id
         self.link = link
+        self.max_run_output_bytes = max_run_output_bytes
         self.ready = False
         self.acked_revision: str | None = None
         self.closed = False
         self.runs: dict[str, RunStream] = {}
         self._ended: dict[str, None] = {}  # insertion-ordered set, oldest first
         self._pending_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._parts = wire.Reassembler()  # large run.events on their way in
+        self._background: set[asyncio.Task[None]] = set()
 
     def open_run(self, run_id: str) -> RunStream:
         stream = RunStream(run_id, self)
@@ -96,21 +118,86 @@ class NodeSession:
     def forget_run(self, run_id: str, *, unfinished: bool) -> None:
         """The run is over here. An unfinished one (cancelled, timed out) may still have events
         in flight from the Node: those are remembered, so they are dropped quietly."""
-        if self.runs.pop(run_id, None) is not None and unfinished:
+        if self.runs.pop(run_id, None) is None:
+            return
+        if self._parts:
+            self._parts.discard(run_id)
+        if unfinished:
             self._ended[run_id] = None
             if len(self._ended) > RECENT_RUNS_KEPT:
                 del self._ended[next(iter(self._ended))]
 
-    def deliver(self, run_id: str, event: str, data: dict[str, Any]) -> bool:
-        """Hand an event to its run; False when this session never owned that run.
+    def owns(self, run_id: str) -> bool:
+        """The session carries this run, or did until recently (its late frames are expected)."""
+        return run_id in self.runs or run_id in self._ended
 
-        Events of a run that ended here recently (cancelled, timed out) are dropped quietly.
+    def deliver(self, run_id: str, event: str, data: dict[str, Any], size: int = 0) -> bool:
+        """Hand an event (its frame ``size`` long) to its run; False when this session never
+        owned that run.
+
+        Events of a run that ended here recently (cancelled, timed out) are dropped quietly. A run
+        whose output passes ``max_run_output_bytes`` fails with ``output_too_large``.
         """
         stream = self.runs.get(run_id)
         if stream is None:
             return run_id in self._ended
-        stream.push(event, data)
+        if self._parts:
+            self._parts.discard(run_id)  # a whole frame: the Node gave up the one it was splitting
+        if self._within_limit(stream, size):
+            stream.push(event, data)
         return True
+
+    def take_part(self, part: wire.Part) -> bool:
+        """Add one part of a run's large event; the event goes to its run once whole. False when
+        this session never owned that run (as ``deliver``).
+
+        Raises ``wire.FrameError`` when the parts make a bad frame: that run has failed then.
+        """
+        run_id = part["run_id"]
+        stream = self.runs.get(run_id)
+        if stream is None:
+            return run_id in self._ended
+        if not self._within_limit(stream, len(part["data"])):
+            return True
+        try:
+            frame = self._parts.take(part, wire.SPLIT_NODE_TO_EDGE)
+        except wire.FrameError as exc:
+            self.fail_run(run_id, BAD_FRAME, f"the node sent a bad frame for this run: {exc}")
+            raise
+        if frame is not None and frame["type"] == "run.event":
+            stream.push(frame["event"], dict(frame["data"]))
+        return True
+
+    def _within_limit(self, stream: RunStream, size: int) -> bool:
+        stream.received += size
+        if stream.received <= self.max_run_output_bytes:
+            return True
+        self.fail_run(
+            stream.run_id,
+            wire.ERROR_OUTPUT_TOO_LARGE,
+            f"the run's output exceeded the Edge's limit of {self.max_run_output_bytes} bytes",
+        )
+        return False
+
+    def fail_run(self, run_id: str, code: str, message: str, *, cancel: bool = True) -> None:
+        """End a run here with an error, keeping the session: its queued events are dropped,
+        its late frames will be dropped quietly, and (``cancel``) the Node is told to stop it."""
+        stream = self.runs.get(run_id)
+        if stream is None:
+            return
+        log.warning("node %s: run %s failed: %s: %s", self.node_id, run_id, code, message)
+        stream.fail(code, message)
+        self.forget_run(run_id, unfinished=True)
+        if cancel and not self.closed:
+            task = asyncio.get_running_loop().create_task(self._cancel_quietly(run_id))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _cancel_quietly(self, run_id: str) -> None:
+        try:
+            await self.send(wire.run_cancel(run_id))
+        except Exception as exc:  # the session went away: its runs are over anyway
+            log.debug("run %s: cancel not sent: %s", run_id, exc)
 
     def expect_ack(self, refresh_id: str) -> PendingAck:
         """Wait for the ack of ``refresh_id``; call it before sending, so no ack is missed."""
@@ -127,7 +214,14 @@ class NodeSession:
         return True
 
     async def send(self, frame: wire.Frame) -> None:
-        await self.link.send_frame(frame)
+        """Send a frame (the link splits a large one into parts). A ``run.request`` too large to
+        travel even in parts fails its run here, before anything reaches the Node."""
+        try:
+            await self.link.send_frame(frame)
+        except wire.FrameError as exc:
+            if frame["type"] != "run.request":
+                raise
+            self.fail_run(frame["run_id"], REQUEST_TOO_LARGE, str(exc), cancel=False)
 
     def fail_everything(self, message: str) -> None:
         """The session is gone: every run it carried ends with ``node_disconnected``."""
@@ -136,6 +230,7 @@ class NodeSession:
         for stream in self.runs.values():
             stream.push("error", {"code": NODE_DISCONNECTED, "message": message})
         self.runs.clear()
+        self._parts = wire.Reassembler()
         for future in self._pending_acks.values():
             if not future.done():
                 future.set_exception(ConnectionError(message))
@@ -149,10 +244,16 @@ class NodeSessionStore:
         self._sessions: dict[str, NodeSession] = {}
         self._on_ready_change = on_ready_change
 
-    def attach(self, node_id: str, link: NodeLink) -> tuple[NodeSession, NodeSession | None]:
+    def attach(
+        self,
+        node_id: str,
+        link: NodeLink,
+        *,
+        max_run_output_bytes: int = DEFAULT_MAX_RUN_OUTPUT_BYTES,
+    ) -> tuple[NodeSession, NodeSession | None]:
         """Register a new session; return it and the session it supersedes, if any."""
         old = self._sessions.get(node_id)
-        session = NodeSession(node_id, link)
+        session = NodeSession(node_id, link, max_run_output_bytes=max_run_output_bytes)
         self._sessions[node_id] = session
         if old is not None:
             log.info("node %s: new session supersedes the previous one", node_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from edge.config.canonical import canonical_json
+from edge.config.resilience import default_sections
 
 Op = Literal["added", "removed", "changed"]
 Apply = Literal["live", "restart"]
@@ -50,7 +51,7 @@ _LIVE_PATHS = frozenset(
         "openai.long_context_threshold_tokens",
     }
 )
-_LIVE_PREFIXES = ("queue.", "models[*].generation.")
+_LIVE_PREFIXES = ("queue.", "models[*].generation.", "failover.", "passive_health.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +122,7 @@ _Found = tuple[_At, Op, Any, Any]
 def classify(old: Mapping[str, Any], new: Mapping[str, Any]) -> Classification:
     """Diff two canonical config forms by identity and classify each change live or restart."""
     found: list[_Found] = []
-    _walk(_plain(old), _plain(new), _At(), found)
+    _walk(_with_defaults(old), _with_defaults(new), _At(), found)
     found.sort(key=lambda entry: entry[0].path)
 
     changes = [Change(at.path, op, o, n, _apply_of(at.pattern)) for at, op, o, n in found]
@@ -202,6 +203,12 @@ def _apply_of(pattern: str) -> Apply:
     if pattern in _LIVE_PATHS or pattern.startswith(_LIVE_PREFIXES):
         return "live"
     return "restart"
+
+
+def _with_defaults(canonical: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain copy with the sections the canonical form leaves out at their defaults filled
+    in, so a first change reads ``failover.max_attempts: 3 → 5``, not a whole section added."""
+    return {**default_sections(), **_plain(canonical)}
 
 
 def _plain(value: Any) -> Any:

@@ -3,7 +3,9 @@
 The canonical form is plain JSON data: every default spelled out, inherited values resolved,
 lists keyed by identity sorted by that identity. Two configs that mean the same thing have the
 same canonical form, so its sha256 (the ``revision``) ignores order, comments and defaults.
-A node's entry is exactly the payload its Node receives (``nodes.wire.node_config``).
+A node's entry is exactly the payload its Node receives (``nodes.wire.node_config``). Sections
+added later (``failover``, ``passive_health``) appear only when they differ from their defaults,
+so a config that does not use them keeps its revision.
 """
 
 from __future__ import annotations
@@ -12,12 +14,19 @@ import hashlib
 import json
 from typing import Any
 
+from edge.config.resilience import (
+    DEFAULT_FAILOVER,
+    DEFAULT_PASSIVE_HEALTH,
+    resilience_canonical,
+)
 from edge.config.schema import (
     ControlPlane,
     EdgeSection,
+    Failover,
     Model,
     Node,
     OpenAISection,
+    PassiveHealth,
     Provider,
     QueueDefaults,
 )
@@ -69,6 +78,9 @@ def build_canonical(
     queue: QueueDefaults,
     nodes: tuple[Node, ...],
     models: tuple[Model, ...],
+    *,
+    failover: Failover = DEFAULT_FAILOVER,
+    passive_health: PassiveHealth = DEFAULT_PASSIVE_HEALTH,
 ) -> dict[str, Any]:
     tokens = sorted(openai.principal_tokens, key=lambda t: t.token_ref)
     return {
@@ -97,6 +109,7 @@ def build_canonical(
         "queue": {"max_queue": queue.max_queue, "queue_timeout_s": queue.queue_timeout_s},
         "nodes": [node_canonical(n) for n in sorted(nodes, key=_by_id)],
         "models": [model_canonical(m) for m in sorted(models, key=_by_id)],
+        **resilience_canonical(failover, passive_health),
     }
 
 

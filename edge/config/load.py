@@ -21,6 +21,7 @@ from edge.config.cross_checks import (
 )
 from edge.config.errors import ConfigError
 from edge.config.fields import Fields, join, show_number
+from edge.config.resilience import load_failover, load_passive_health
 from edge.config.schema import (
     ControlPlane,
     EdgeConfig,
@@ -40,13 +41,27 @@ from nodes.wire.node_config import (
     ADAPTER_TYPE_ALIASES,
     ADAPTER_TYPES,
     DEFAULT_HEALTH_INTERVAL_S,
+    DEFAULT_HEALTH_PATH,
+    DEFAULT_MAX_TOKENS_PARAM,
     DEFAULT_TIMEOUT_S,
     DEFAULT_TOKEN_DELAY_MS,
     AdapterSpec,
+    health_path_problem,
+    max_tokens_param_problem,
     normalize_adapter_type,
 )
 
-TOP_KEYS = ("version", "edge", "control_plane", "openai", "queue", "nodes", "models")
+TOP_KEYS = (
+    "version",
+    "edge",
+    "control_plane",
+    "openai",
+    "queue",
+    "failover",
+    "passive_health",
+    "nodes",
+    "models",
+)
 EDGE_KEYS = ("id", "listen", "admin_listen", "bootstrap_path")
 OPENAI_KEYS = ("listen", "long_context_threshold_tokens", "require_auth", "principal_tokens")
 TOKEN_KEYS = ("token_ref", "token_hash_sha256", "principal_ref", "alias")
@@ -104,6 +119,8 @@ def build_config(data: Any) -> EdgeConfig:
     control_plane = _control_plane(fields, optional_section(root, "control_plane"))
     openai = _openai(fields, optional_section(root, "openai"))
     queue = _queue(fields, optional_section(root, "queue"))
+    failover = load_failover(fields, optional_section(root, "failover"))
+    passive_health = load_passive_health(fields, optional_section(root, "passive_health"))
     nodes = tuple(
         node
         for index, raw in enumerate(fields.sequence(root, "nodes", ""))
@@ -123,9 +140,26 @@ def build_config(data: Any) -> EdgeConfig:
         for ident in declared_ids(raw_node.get("providers"))
     }
     check_references(fields, nodes, models, declared_providers)
-    if fields.issues or edge is None or openai is None or queue is None:
+    if (
+        fields.issues
+        or edge is None
+        or openai is None
+        or queue is None
+        or failover is None
+        or passive_health is None
+    ):
         raise ConfigError(fields.issues)
-    canonical = build_canonical(version, edge, control_plane, openai, queue, nodes, models)
+    canonical = build_canonical(
+        version,
+        edge,
+        control_plane,
+        openai,
+        queue,
+        nodes,
+        models,
+        failover=failover,
+        passive_health=passive_health,
+    )
     return EdgeConfig(
         version=version,
         edge=edge,
@@ -136,6 +170,8 @@ def build_config(data: Any) -> EdgeConfig:
         models=models,
         canonical=canonical,
         revision=revision_of(canonical),
+        failover=failover,
+        passive_health=passive_health,
     )
 
 
@@ -340,7 +376,16 @@ def _adapter(fields: Fields, raw: Any, path: str) -> AdapterSpec | None:
     )
     timeout = _timeout(fields, data, "timeout_s", path, DEFAULT_TIMEOUT_S)
     interval = _timeout(fields, data, "health_interval_s", path, DEFAULT_HEALTH_INTERVAL_S)
-    if base_url is None or timeout is None or interval is None:
+    health_path = data.get("health_path", DEFAULT_HEALTH_PATH)
+    max_tokens_param = data.get("max_tokens_param", DEFAULT_MAX_TOKENS_PARAM)
+    problems = {
+        "health_path": health_path_problem(health_path),
+        "max_tokens_param": max_tokens_param_problem(max_tokens_param),
+    }
+    for key, problem in problems.items():
+        if problem:
+            fields.error(join(path, key), problem)
+    if base_url is None or timeout is None or interval is None or any(problems.values()):
         return None
     return AdapterSpec(
         adapter_id,
@@ -349,6 +394,8 @@ def _adapter(fields: Fields, raw: Any, path: str) -> AdapterSpec | None:
         api_key_env=key_env,
         timeout_s=timeout,
         health_interval_s=interval,
+        health_path=health_path,
+        max_tokens_param=max_tokens_param,
     )
 
 

@@ -52,6 +52,22 @@ class QueueDefaults:
 
 
 @dataclass(frozen=True, slots=True)
+class Failover:
+    """How often a run that failed before answering goes to another provider of its model."""
+
+    max_attempts: int = 3  # attempts in all, the first included; 1 = never fail over
+
+
+@dataclass(frozen=True, slots=True)
+class PassiveHealth:
+    """``failures`` failed runs within ``window_s`` take a provider out for ``cooldown_s``."""
+
+    failures: int = 3  # 0 = runs never take a provider out (rejected credentials still do)
+    window_s: float = 30.0
+    cooldown_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
 class Provider:
     id: str
     adapter: str
@@ -100,6 +116,8 @@ class EdgeConfig:
     models: tuple[Model, ...]
     canonical: Mapping[str, Any] = field(compare=False, repr=False)
     revision: str = field(compare=False)
+    failover: Failover = field(default_factory=Failover)
+    passive_health: PassiveHealth = field(default_factory=PassiveHealth)
 
     def node(self, node_id: str) -> Node | None:
         return next((n for n in self.nodes if n.id == node_id), None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from edge.dispatch.errors import (
+    ContextTooLong,
     DispatchError,
     ModelNotFound,
     NoProviderAvailable,
@@ -11,20 +12,26 @@ from edge.dispatch.errors import (
 )
 from edge.dispatch.estimate import estimate_input_tokens
 from edge.dispatch.lease import LONG, NORMAL, ContextClass, Lease
+from edge.dispatch.passive import CLOSED, HALF_OPEN, OPEN, PassiveHealthPolicy
 from edge.dispatch.pool import ProviderPool
 from edge.dispatch.snapshot import ModelSpec, PoolSnapshot, ProviderSpec, snapshot_from_config
 from edge.dispatch.stats import ModelStats, PoolStats, ProviderStats
 
 __all__ = [
+    "CLOSED",
+    "HALF_OPEN",
     "LONG",
     "NORMAL",
+    "OPEN",
     "ContextClass",
+    "ContextTooLong",
     "DispatchError",
     "Lease",
     "ModelNotFound",
     "ModelSpec",
     "ModelStats",
     "NoProviderAvailable",
+    "PassiveHealthPolicy",
     "PoolSnapshot",
     "PoolStats",
     "ProviderPool",

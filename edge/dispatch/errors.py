@@ -30,12 +30,31 @@ class ModelNotFound(DispatchError):
 
 
 class NoProviderAvailable(DispatchError):
+    """``reasons``: (provider id, why it is out) for each of the model's providers."""
+
     code = "no_provider_available"
     status = 503
     retry_after = NO_PROVIDER_RETRY_AFTER_S
 
-    def __init__(self, model: str) -> None:
-        super().__init__(model, f"No provider is available for model '{model}'.")
+    def __init__(self, model: str, reasons: tuple[tuple[str, str], ...] = ()) -> None:
+        why = "; ".join(f"{provider}: {reason}" for provider, reason in reasons)
+        why = f" ({why})" if why else ""
+        super().__init__(model, f"No provider is available for model '{model}'{why}.")
+        self.reasons = reasons
+
+
+class ContextTooLong(DispatchError):
+    """A long request for a model none of whose providers takes long requests, ever."""
+
+    code = "context_length_exceeded"
+    status = 400
+
+    def __init__(self, model: str, estimated_tokens: int, threshold: int) -> None:
+        super().__init__(
+            model,
+            f"The prompt is about {estimated_tokens} tokens; model '{model}' takes prompts of at "
+            f"most {threshold - 1} tokens here (no provider of it takes long-context requests).",
+        )
 
 
 class QueueFull(DispatchError):

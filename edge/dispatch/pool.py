@@ -7,6 +7,9 @@ so the only suspension point is a waiter's future inside ``acquire``.
 Waking waiters is event-driven, never polled. A release offers the freed slot to the oldest
 waiter, across the models that provider serves, that the slot fits; rarer events (snapshot swap,
 a Node turning ready, a provider turning healthy) re-run admission over the affected models.
+
+Passive health (``report_success``/``report_failure``, see ``passive``) reads an injected clock;
+a cooldown ends at the first ``acquire`` after it, so no timer is needed.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 from edge.dispatch.errors import (
+    ContextTooLong,
     DispatchError,
     ModelNotFound,
     NoProviderAvailable,
@@ -24,8 +29,9 @@ from edge.dispatch.errors import (
     QueueTimeout,
 )
 from edge.dispatch.lease import Lease
+from edge.dispatch.passive import HALF_OPEN, OPEN
 from edge.dispatch.snapshot import PoolSnapshot
-from edge.dispatch.state import GroupRoute, ModelGroup, ProviderState, Waiter
+from edge.dispatch.state import NOBODY, GroupRoute, ModelGroup, ProviderState, Waiter
 from edge.dispatch.stats import ModelStats, PoolStats, ProviderStats
 
 
@@ -34,55 +40,76 @@ class ProviderPool:
 
     Nodes start not ready (``set_node_ready``); providers start healthy until their Node reports
     otherwise (``set_provider_health``), since a Node only reports health after it is connected
-    and a fresh Node's providers would otherwise be unusable until the first report.
+    and a fresh Node's providers would otherwise be unusable until the first report. A Node whose
+    session ends starts its next one the same way: what its providers' health was is forgotten.
+    ``clock`` (seconds, monotonic) times passive health only.
     """
 
-    def __init__(self, snapshot: PoolSnapshot) -> None:
+    def __init__(
+        self, snapshot: PoolSnapshot, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._clock = clock
         self._providers: dict[str, ProviderState] = {}
         self._groups: dict[str, ModelGroup] = {}
         self._by_node: dict[str, list[ProviderState]] = {}
         self._ready_nodes: set[str] = set()
         self._unhealthy: set[str] = set()
+        self._health_detail: dict[str, str] = {}
+        self._cooling: set[ProviderState] = set()  # breakers open, waiting for their cooldown
         self._waiting = 0
         self._seq = itertools.count()
         self.apply_snapshot(snapshot)
 
     # -- admission ---------------------------------------------------------------------------
 
-    def try_acquire(self, model: str, estimated_input_tokens: int) -> Lease | None:
-        """A lease if a candidate is free right now, else None; never waits.
+    def try_acquire(
+        self, model: str, estimated_input_tokens: int, exclude: frozenset[str] = NOBODY
+    ) -> Lease | None:
+        """A lease if a candidate (not in ``exclude``) is free right now, else None; never waits.
 
         Raises ``ModelNotFound``. Costs a dict lookup plus a scan of this model's routes only.
         """
+        if self._cooling:
+            self._end_cooldowns()
         group = self._groups.get(model)
         if group is None:
             raise ModelNotFound(model)
         long = estimated_input_tokens >= self._threshold
-        route = group.select(long)
+        route = group.select(long, exclude)
         if route is None:
             return None
         return self._admit(group, route.state, route.served, long, 0.0)
 
-    async def acquire(self, model: str, estimated_input_tokens: int) -> Lease:
+    async def acquire(
+        self, model: str, estimated_input_tokens: int, exclude: frozenset[str] = NOBODY
+    ) -> Lease:
         """A lease on a provider for ``model``, waiting in the model's FIFO queue if needed.
 
-        Raises ``ModelNotFound``, ``NoProviderAvailable``, ``QueueFull`` or ``QueueTimeout``.
+        ``exclude``: provider ids it must not get (a run failing over leaves out the ones that
+        failed it). Raises ``ModelNotFound``, ``ContextTooLong``, ``NoProviderAvailable``,
+        ``QueueFull`` or ``QueueTimeout``.
         """
-        lease = self.try_acquire(model, estimated_input_tokens)
+        lease = self.try_acquire(model, estimated_input_tokens, exclude)
         if lease is not None:
             return lease
-        return await self._wait(self._groups[model], estimated_input_tokens >= self._threshold)
+        return await self._wait(self._groups[model], estimated_input_tokens, exclude)
 
-    async def _wait(self, group: ModelGroup, long: bool) -> Lease:
-        serving = group.serving(long)
+    async def _wait(self, group: ModelGroup, tokens: int, exclude: frozenset[str]) -> Lease:
+        long = tokens >= self._threshold
+        if long and not group.takes_long():
+            raise ContextTooLong(group.model_id, tokens, self._threshold)
+        serving = group.serving(long, exclude)
         if not serving:
-            raise NoProviderAvailable(group.model_id)
+            raise NoProviderAvailable(group.model_id, self._out_reasons(group, long, exclude))
         if group.waiting >= sum(state.spec.max_queue for state in serving):
             raise QueueFull(group.model_id)
         timeout_s = max(state.spec.queue_timeout_s for state in serving)
         loop = asyncio.get_running_loop()
-        waiter = Waiter(next(self._seq), group, long, loop.create_future(), loop.time())
-        group.queue(long).push(waiter)
+        waiter = Waiter(next(self._seq), group, long, loop.create_future(), loop.time(), exclude)
+        if exclude:
+            group.picky.append(waiter)
+        else:
+            group.queue(long).push(waiter)
         self._waiting += 1
         waiter.timer = loop.call_later(timeout_s, self._expire, waiter, timeout_s)
         try:
@@ -109,9 +136,12 @@ class ProviderPool:
         state.in_flight += 1
         if long:
             state.long_in_flight += 1
-        return Lease(
+        lease = Lease(
             state, group.model_id, served, long, queued_ms, lambda: self._release(state, long)
         )
+        if state.breaker.state == HALF_OPEN:
+            state.breaker.trial = lease  # half-open: this run decides, nothing else is admitted
+        return lease
 
     def _grant(self, waiter: Waiter, state: ProviderState) -> None:
         self._leave(waiter)
@@ -124,7 +154,10 @@ class ProviderPool:
         waiter.pending = False
         if waiter.timer is not None:
             waiter.timer.cancel()
-        waiter.group.queue(waiter.long).discard()
+        if waiter.exclude:
+            waiter.group.picky.remove(waiter)
+        else:
+            waiter.group.queue(waiter.long).discard()
         self._waiting -= 1
 
     def _fail(self, waiter: Waiter, error: DispatchError) -> None:
@@ -145,12 +178,21 @@ class ProviderPool:
             waiter = queue.head()
         return waiter
 
+    def _picky(self, group: ModelGroup) -> list[Waiter]:
+        """The group's waiters that exclude providers, still able to take a slot (a copy)."""
+        for waiter in [w for w in group.picky if w.future.done()]:
+            self._leave(waiter)
+        return list(group.picky)
+
     # -- wake-ups ----------------------------------------------------------------------------
 
     def _release(self, state: ProviderState, long: bool) -> None:
         state.in_flight -= 1
         if long:
             state.long_in_flight -= 1
+        trial = state.breaker.trial
+        if trial is not None and trial.released:
+            state.breaker.trial = None  # ended without a verdict (e.g. cancelled): try again
         if not state.listed:
             if state.idle and self._providers.get(state.id) is state:
                 del self._providers[state.id]
@@ -168,6 +210,15 @@ class ProviderPool:
                     waiter = self._head(group, long)
                     if waiter is not None and (oldest is None or waiter.seq < oldest.seq):
                         oldest = waiter
+                if group.picky:
+                    for waiter in self._picky(group):
+                        fits = long_fits or not waiter.long
+                        if (
+                            fits
+                            and state.id not in waiter.exclude
+                            and (oldest is None or waiter.seq < oldest.seq)
+                        ):
+                            oldest = waiter
             if oldest is None:
                 return
             self._grant(oldest, state)
@@ -177,6 +228,7 @@ class ProviderPool:
 
         Waiters of one model and class share their candidates, so once one of them finds
         nothing free, the rest of that queue is skipped; only admissions happen meanwhile.
+        Waiters that exclude providers are each considered on their own.
         """
         heads: list[tuple[int, Waiter]] = []
         for group in groups:
@@ -184,13 +236,17 @@ class ProviderPool:
                 waiter = self._head(group, long)
                 if waiter is not None:
                     heads.append((waiter.seq, waiter))
+            if group.picky:
+                heads.extend((waiter.seq, waiter) for waiter in self._picky(group))
         heapq.heapify(heads)
         while heads:
             _, waiter = heapq.heappop(heads)
-            route = waiter.group.select(waiter.long)
+            route = waiter.group.select(waiter.long, waiter.exclude)
             if route is None:
                 continue
             self._grant(waiter, route.state)
+            if waiter.exclude:
+                continue
             following = self._head(waiter.group, waiter.long)
             if following is not None:
                 heapq.heappush(heads, (following.seq, following))
@@ -201,8 +257,13 @@ class ProviderPool:
             for long in (False, True):
                 queue = group.queue(long)
                 if queue.live and not group.serving(long):
+                    error = NoProviderAvailable(group.model_id, self._out_reasons(group, long))
                     for waiter in list(queue):
-                        self._fail(waiter, NoProviderAvailable(group.model_id))
+                        self._fail(waiter, error)
+            for waiter in self._picky(group) if group.picky else ():
+                if not group.serving(waiter.long, waiter.exclude):
+                    reasons = self._out_reasons(group, waiter.long, waiter.exclude)
+                    self._fail(waiter, NoProviderAvailable(group.model_id, reasons))
 
     # -- live inputs ---------------------------------------------------------------------------
 
@@ -219,7 +280,7 @@ class ProviderPool:
             if state is not None and state.spec.node_id != spec.node_id:
                 # The id moved to another Node: its runs there are not this Node's, nor its health.
                 self._orphan(state)
-                self._unhealthy.discard(spec.id)
+                self._forget_health(spec.id)
                 state = None
             if state is None:
                 state = ProviderState(spec)
@@ -244,6 +305,7 @@ class ProviderPool:
         vanished = [g for model_id, g in self._groups.items() if model_id not in groups]
 
         self._threshold = snapshot.long_context_threshold_tokens
+        self._passive = snapshot.passive_health
         self._providers = providers
         self._groups = groups
         self._by_node = {}
@@ -253,9 +315,8 @@ class ProviderPool:
                 self._refresh_usable(state)
 
         for group in vanished:
-            for long in (False, True):
-                for waiter in list(group.queue(long)):
-                    self._fail(waiter, ModelNotFound(group.model_id))
+            for waiter in [*group.normal_queue, *group.long_queue, *self._picky(group)]:
+                self._fail(waiter, ModelNotFound(group.model_id))
         if self._waiting:
             waiting = [g for g in groups.values() if g.waiting]
             self._fail_unservable(waiting)
@@ -284,21 +345,30 @@ class ProviderPool:
     def set_node_ready(self, node_id: str, ready: bool) -> None:
         """A Node acked its config (ready) or its session ended (not ready / gone).
 
-        Leases already held on a gone Node stay counted until their holders release them.
+        Leases already held on a gone Node stay counted until their holders release them. A
+        gone Node's providers are healthy again until its next session reports otherwise: what
+        the last session said (a drain's "unhealthy", a breaker) is about that session.
         """
+        states = self._by_node.get(node_id, [])
+        if not ready:
+            for state in states:
+                self._forget_health(state.id)
+                state.breaker.reset()
+                self._cooling.discard(state)
         if ready == (node_id in self._ready_nodes):
             return
         if ready:
             self._ready_nodes.add(node_id)
         else:
             self._ready_nodes.discard(node_id)
-        states = self._by_node.get(node_id, [])
         for state in states:
             self._refresh_usable(state)
         self._reevaluate(states, gained=ready)
 
-    def set_provider_health(self, provider_id: str, healthy: bool) -> None:
-        """The provider's health as last reported by its Node; unknown ids are remembered."""
+    def set_provider_health(self, provider_id: str, healthy: bool, detail: str = "") -> None:
+        """The provider's health as last reported by its Node (``detail``: why, e.g. a failing
+        probe's reason, shown in ``stats``); unknown ids are remembered."""
+        self._health_detail[provider_id] = detail
         if healthy == (provider_id not in self._unhealthy):
             return
         if healthy:
@@ -310,6 +380,10 @@ class ProviderPool:
             self._refresh_usable(state)
             self._reevaluate([state], gained=healthy)
 
+    def _forget_health(self, provider_id: str) -> None:
+        self._unhealthy.discard(provider_id)
+        self._health_detail.pop(provider_id, None)
+
     def _refresh_usable(self, state: ProviderState) -> None:
         spec = state.spec
         state.usable = (
@@ -317,7 +391,32 @@ class ProviderPool:
             and spec.enabled
             and spec.id not in self._unhealthy
             and spec.node_id in self._ready_nodes
+            and state.breaker.state != OPEN
         )
+
+    def _out_reasons(
+        self, group: ModelGroup, long: bool, exclude: frozenset[str] = NOBODY
+    ) -> tuple[tuple[str, str], ...]:
+        """Why each provider of the model would not serve this request (for the error)."""
+        reasons = []
+        for route in group.routes:
+            state = route.state
+            if state.id in exclude:
+                why = "failed this request"
+            elif not state.spec.enabled:
+                why = "disabled"
+            elif state.spec.node_id not in self._ready_nodes:
+                why = "node not connected"
+            elif state.breaker.state == OPEN:
+                why = state.breaker.reason
+            elif state.id in self._unhealthy:
+                why = "unhealthy"
+            elif long and state.long_slots == 0:
+                why = "takes no long requests"
+            else:
+                continue
+            reasons.append((state.id, why))
+        return tuple(reasons)
 
     def _reevaluate(self, states: list[ProviderState], gained: bool) -> None:
         if not self._waiting:
@@ -328,9 +427,48 @@ class ProviderPool:
         else:
             self._fail_unservable(groups)
 
+    # -- passive health ------------------------------------------------------------------------
+
+    def report_success(self, lease: Lease) -> None:
+        """The lease's run went through (its upstream answered): a half-open provider closes."""
+        state = lease.provider_state
+        closed = state.breaker.trial is lease and state.breaker.succeed()
+        if closed and state.listed and self._waiting:
+            self._offer(state)
+
+    def report_failure(self, lease: Lease, reason: str, *, trip: bool = False) -> None:
+        """The lease's run failed because of its provider (``reason``: a short code).
+
+        ``passive_health.failures`` of them within ``window_s`` — or one ``trip`` — take the
+        provider out for ``cooldown_s``. Half-open, only the trial run's outcome counts.
+        """
+        state = lease.provider_state
+        breaker = state.breaker
+        if breaker.state == HALF_OPEN and breaker.trial is not lease:
+            return
+        if breaker.fail(self._clock(), reason, self._passive, trip=trip):
+            self._cooling.add(state)
+            if state.listed:
+                self._refresh_usable(state)
+                self._reevaluate([state], gained=False)
+
+    def _end_cooldowns(self) -> None:
+        now = self._clock()
+        cooled = [state for state in self._cooling if state.breaker.cool(now, self._passive)]
+        if not cooled:
+            return
+        self._cooling.difference_update(cooled)
+        listed = [state for state in cooled if state.listed]
+        for state in listed:
+            self._refresh_usable(state)
+        self._reevaluate(listed, gained=True)
+
     # -- figures -------------------------------------------------------------------------------
 
     def stats(self) -> PoolStats:
+        """Read only: a breaker whose cooldown is over shows half-open, as the next acquire
+        will find it."""
+        now = self._clock()
         providers = {
             provider_id: ProviderStats(
                 provider_id=provider_id,
@@ -339,7 +477,13 @@ class ProviderPool:
                 long_in_flight=state.long_in_flight,
                 capacity=state.capacity,
                 long_context_slots=state.long_slots,
-                healthy=provider_id not in self._unhealthy,
+                healthy=provider_id not in self._unhealthy
+                and state.breaker.shown(now, self._passive) != OPEN,
+                health_detail=self._health_detail.get(provider_id, ""),
+                passive_state=state.breaker.shown(now, self._passive),
+                passive_reason=state.breaker.reason,
+                recent_failures=state.breaker.recent_failures(now, self._passive),
+                reopens_in_s=state.breaker.reopens_in(now, self._passive),
                 enabled=state.spec.enabled,
                 node_ready=state.spec.node_id in self._ready_nodes,
                 listed=state.listed,
@@ -348,18 +492,16 @@ class ProviderPool:
         }
         models = {}
         for model_id, group in self._groups.items():
-            oldest = min(
-                (w for w in (group.normal_queue.head(), group.long_queue.head()) if w),
-                key=lambda w: w.seq,
-                default=None,
-            )
+            picky = self._picky(group)
+            heads = (group.normal_queue.head(), group.long_queue.head(), *picky)
+            oldest = min((w for w in heads if w), key=lambda w: w.seq, default=None)
             oldest_wait_s = 0.0
             if oldest is not None:
                 oldest_wait_s = oldest.future.get_loop().time() - oldest.enqueued_at
             models[model_id] = ModelStats(
                 model_id=model_id,
                 queue_depth=group.waiting,
-                long_queue_depth=group.long_queue.live,
+                long_queue_depth=group.long_queue.live + sum(w.long for w in picky),
                 oldest_wait_s=oldest_wait_s,
             )
         return PoolStats(providers=providers, models=models)

@@ -7,9 +7,11 @@ a refresh can hand the pool exactly what dispatch needs (DESIGN §6: copy-on-wri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
+
+from edge.dispatch.passive import PassiveHealthPolicy
 
 if TYPE_CHECKING:
     from edge.config.schema import EdgeConfig
@@ -44,6 +46,7 @@ class PoolSnapshot:
     providers: tuple[ProviderSpec, ...]
     models: tuple[ModelSpec, ...]
     long_context_threshold_tokens: int
+    passive_health: PassiveHealthPolicy = field(default_factory=PassiveHealthPolicy)
 
     def __post_init__(self) -> None:
         # The config loader already validates all of this; checking again here keeps a
@@ -81,4 +84,10 @@ def snapshot_from_config(config: EdgeConfig) -> PoolSnapshot:
         ModelSpec(id=model.id, routes=MappingProxyType(dict(model.providers)))
         for model in config.models
     )
-    return PoolSnapshot(providers, models, config.openai.long_context_threshold_tokens)
+    passive = config.passive_health
+    return PoolSnapshot(
+        providers,
+        models,
+        config.openai.long_context_threshold_tokens,
+        PassiveHealthPolicy(passive.failures, passive.window_s, passive.cooldown_s),
+    )

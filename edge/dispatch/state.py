@@ -10,7 +10,10 @@ import asyncio
 from collections import deque
 from collections.abc import Iterator
 
+from edge.dispatch.passive import Breaker
 from edge.dispatch.snapshot import ProviderSpec
+
+NOBODY: frozenset[str] = frozenset()  # the usual exclusion: none
 
 # A queue is rebuilt once it holds more abandoned entries than this and than live ones, so
 # cancellations in the middle cost O(1) amortized and never grow the deque without bound.
@@ -21,6 +24,7 @@ class ProviderState:
     """Counters and admission inputs of one provider id. Outlives snapshot swaps (DESIGN §4.6)."""
 
     __slots__ = (
+        "breaker",
         "capacity",
         "groups",
         "id",
@@ -36,9 +40,11 @@ class ProviderState:
         self.id = spec.id
         self.in_flight = 0
         self.long_in_flight = 0
-        # Everything but the counters: listed in the snapshot, enabled, healthy, on a ready node.
+        # Everything but the counters: listed in the snapshot, enabled, healthy (as its Node
+        # reports it, and its breaker not open), on a ready node.
         self.usable = False
         self.groups: list[ModelGroup] = []
+        self.breaker = Breaker()
         self.adopt(spec)
 
     def adopt(self, spec: ProviderSpec) -> None:
@@ -48,8 +54,8 @@ class ProviderState:
         self.long_slots = spec.long_context_slots
 
     def has_slot(self, long: bool) -> bool:
-        """A free slot right now, for a request of that class."""
-        if not self.usable or self.in_flight >= self.capacity:
+        """A free slot right now, for a request of that class (half-open: one trial run at most)."""
+        if not self.usable or self.in_flight >= self.capacity or self.breaker.trial is not None:
             return False
         return not long or self.long_slots is None or self.long_in_flight < self.long_slots
 
@@ -83,16 +89,25 @@ class Tier:
 
 
 class Waiter:
-    __slots__ = ("enqueued_at", "future", "group", "long", "pending", "seq", "timer")
+    """A request waiting for a slot; ``exclude``: providers it must not get (they failed it)."""
+
+    __slots__ = ("enqueued_at", "exclude", "future", "group", "long", "pending", "seq", "timer")
 
     def __init__(
-        self, seq: int, group: ModelGroup, long: bool, future: asyncio.Future, now: float
+        self,
+        seq: int,
+        group: ModelGroup,
+        long: bool,
+        future: asyncio.Future,
+        now: float,
+        exclude: frozenset[str] = NOBODY,
     ) -> None:
         self.seq = seq
         self.group = group
         self.long = long
         self.future = future
         self.enqueued_at = now
+        self.exclude = exclude
         self.pending = True
         self.timer: asyncio.TimerHandle | None = None
 
@@ -138,14 +153,17 @@ class ModelGroup:
 
     The split lets a freed normal slot reach a normal waiter even when a long waiter that cannot
     take it (long slots full) is older; order across the two is kept by the waiters' ``seq``.
+    Waiters that exclude providers (a run failing over) do not share their candidates with the
+    rest, so they wait apart, in ``picky`` (few at a time), each considered on its own.
     """
 
-    __slots__ = ("long_queue", "model_id", "normal_queue", "routes", "served", "tiers")
+    __slots__ = ("long_queue", "model_id", "normal_queue", "picky", "routes", "served", "tiers")
 
     def __init__(self, model_id: str) -> None:
         self.model_id = model_id
         self.normal_queue = WaitQueue()
         self.long_queue = WaitQueue()
+        self.picky: list[Waiter] = []
         self.routes: list[GroupRoute] = []
         self.served: dict[str, str] = {}
         self.tiers: list[Tier] = []
@@ -173,9 +191,9 @@ class ModelGroup:
 
     @property
     def waiting(self) -> int:
-        return self.normal_queue.live + self.long_queue.live
+        return self.normal_queue.live + self.long_queue.live + len(self.picky)
 
-    def select(self, long: bool) -> GroupRoute | None:
+    def select(self, long: bool, exclude: frozenset[str] = NOBODY) -> GroupRoute | None:
         """The free route to use: lowest priority tier first, round-robin inside a tier."""
         for tier in self.tiers:
             routes = tier.routes
@@ -186,11 +204,17 @@ class ModelGroup:
                 if index >= count:
                     index -= count
                 route = routes[index]
-                if route.state.has_slot(long):
+                if route.state.has_slot(long) and not (exclude and route.state.id in exclude):
                     tier.next = index + 1 if index + 1 < count else 0
                     return route
         return None
 
-    def serving(self, long: bool) -> list[ProviderState]:
+    def serving(self, long: bool, exclude: frozenset[str] = NOBODY) -> list[ProviderState]:
         """Providers that would serve a request of this class once a slot frees up."""
-        return [r.state for r in self.routes if r.state.would_serve(long)]
+        return [
+            r.state for r in self.routes if r.state.would_serve(long) and r.state.id not in exclude
+        ]
+
+    def takes_long(self) -> bool:
+        """Whether any provider of the model may ever take a long request (slots not 0)."""
+        return any(r.state.long_slots != 0 for r in self.routes)

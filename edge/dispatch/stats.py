@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edge.dispatch.passive import BreakerState
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderStats:
@@ -13,7 +15,15 @@ class ProviderStats:
     long_in_flight: int
     capacity: int
     long_context_slots: int | None
+    # Its Node reports it healthy and passive health has not taken it out.
     healthy: bool
+    # The detail of the Node's last health report (e.g. a failing probe's reason); "" before one.
+    health_detail: str
+    # Passive health: closed (normal), open (out until its cooldown ends), half_open (one trial).
+    passive_state: BreakerState
+    passive_reason: str  # the failure that opened it, e.g. "upstream_auth_failed"
+    recent_failures: int  # within passive_health.window_s
+    reopens_in_s: float  # open: seconds until half-open; else 0.0
     enabled: bool
     node_ready: bool
     # False for a provider dropped from the snapshot that still has runs to drain.

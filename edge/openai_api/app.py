@@ -20,23 +20,32 @@ from edge.openai_api.chat import chat
 from edge.openai_api.errors import APIError
 from edge.openai_api.exchange import Exchange, Receive
 from edge.openai_api.responses import Send, send_error, send_json
-from edge.runtime import EdgeRuntime, get_runtime
+from edge.runtime import EDGE_DRAINING, EdgeRuntime, get_runtime
 from edge.tokens import bearer_token
 
 # Read once: Django's settings object is lazy and costs a lookup per attribute on the hot path.
 MAX_BODY_BYTES: int = settings.IOP_MAX_BODY_BYTES
+DRAINING_RETRY_AFTER_S = 5  # another Edge, or this one restarted, can take it by then
 
 
 async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     runtime = get_runtime()
     exchange = Exchange(_incoming_request_id(scope) or os.urandom(12).hex())
     path, method = scope["path"].rstrip("/"), scope["method"]
+    runtime.drain.enter()
     try:
+        if runtime.drain.draining:
+            raise APIError(
+                503,
+                "The Edge is shutting down; retry the request.",
+                code=EDGE_DRAINING,
+                retry_after=DRAINING_RETRY_AFTER_S,
+            )
         if path == "/v1/chat/completions":
             if method != "POST":
                 raise APIError(405, "Use POST for /v1/chat/completions.", code="method_not_allowed")
             _authenticate(runtime, exchange, scope)
-            await chat(runtime, exchange, await _read_body(receive), receive, send)
+            await chat(runtime, exchange, await _read_body(scope, receive), receive, send)
         elif path == "/v1/models":
             if method != "GET":
                 raise APIError(405, "Use GET for /v1/models.", code="method_not_allowed")
@@ -47,6 +56,7 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
     except APIError as error:
         await send_error(send, error, exchange.headers)
     finally:
+        runtime.drain.leave()
         if exchange.usage is not None:
             exchange.usage.total_ms = (time.monotonic() - exchange.started) * 1000
             runtime.usage.record(exchange.usage)
@@ -76,8 +86,18 @@ def _authenticate(runtime: EdgeRuntime, exchange: Exchange, scope: dict[str, Any
     exchange.principal = principal
 
 
-async def _read_body(receive: Receive) -> bytes:
+def body_too_large(limit: int) -> APIError:
+    """The answer to a body over ``limit`` (also given by the HTTP server itself, see
+    ``iop_site.daphne_tuning``, before such a body is read)."""
+    return APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
+
+
+async def _read_body(scope: dict[str, Any], receive: Receive) -> bytes:
     limit = MAX_BODY_BYTES
+    for name, value in scope["headers"]:
+        # A declared length over the limit is refused before a byte of the body is read.
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            raise body_too_large(limit)
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -86,7 +106,7 @@ async def _read_body(receive: Receive) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
+            raise body_too_large(limit)
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)

@@ -1,4 +1,8 @@
-"""One chat completion message from a run's streamed chunks (a non-streaming reply)."""
+"""The choices of a chat completion from a run's streamed chunks (a reply that did not stream).
+
+Used when a run answered a non-streaming request with chunks instead of a whole completion: the
+echo adapter does not, but an upstream may stream whatever it was asked.
+"""
 
 from __future__ import annotations
 
@@ -10,35 +14,74 @@ from edge.runs import RunFailed
 BAD_NODE_RESPONSE = "bad_node_response"
 
 
-def assemble_message(chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Join the first choice's deltas: content in order, tool calls merged by their index.
+class _Choice:
+    """One choice being put together from its deltas."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.message: dict[str, Any] = {"role": "assistant"}
+        self.texts: dict[str, list[str]] = {}
+        self.tool_calls: dict[int, dict[str, Any]] = {}
+        self.logprobs: dict[str, list[Any]] | None = None
+        self.finish_reason: str | None = None
+
+    def add(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        for key, value in delta.items():
+            if key == "tool_calls":
+                for call in value or ():
+                    _merge_tool_call(self.tool_calls, call)
+            elif isinstance(value, str) and key != "role":
+                # content, and the fields servers add beside it (reasoning_content, refusal, ...)
+                self.texts.setdefault(key, []).append(value)
+            elif key == "content" and value is not None:
+                raise _malformed("delta.content is not a string")
+            elif value is not None or key not in self.message:
+                self.message[key] = value
+        logprobs = choice.get("logprobs")
+        if isinstance(logprobs, dict):
+            joined = self.logprobs = self.logprobs or {}
+            for key, items in logprobs.items():
+                if isinstance(items, list):
+                    joined.setdefault(key, []).extend(items)
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def build(self, finish_reason: str | None) -> dict[str, Any]:
+        message = {**self.message, **{key: "".join(parts) for key, parts in self.texts.items()}}
+        message.setdefault("content", "")
+        if self.tool_calls:
+            message["tool_calls"] = [self.tool_calls[index] for index in sorted(self.tool_calls)]
+            message["content"] = message["content"] or None
+        return {
+            "index": self.index,
+            "message": message,
+            "logprobs": self.logprobs,
+            "finish_reason": self.finish_reason or finish_reason,
+        }
+
+
+def assemble_choices(
+    chunks: Iterable[dict[str, Any]], finish_reason: str | None
+) -> list[dict[str, Any]]:
+    """Join each choice's deltas: text fields in order, tool calls merged by their index,
+    logprobs concatenated; a choice's own finish_reason, else the run's.
 
     Raises RunFailed for a chunk that is not an OpenAI chat.completion.chunk.
     """
-    parts: list[str] = []
-    tool_calls: dict[int, dict[str, Any]] = {}
+    choices: dict[int, _Choice] = {0: _Choice(0)}
     for chunk in chunks:
-        choices = chunk.get("choices")
-        if not isinstance(choices, list):
+        raw_choices = chunk.get("choices")
+        if not isinstance(raw_choices, list):
             raise _malformed("choices is not a list")
-        for choice in choices:
-            if not isinstance(choice, dict) or not isinstance(choice.get("delta", {}), dict):
+        for raw in raw_choices:
+            if not isinstance(raw, dict) or not isinstance(raw.get("delta", {}), dict):
                 raise _malformed("a choice is not an object with a delta object")
-            if choice.get("index", 0) != 0:
-                continue  # n=1 only: other choices are not asked for
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if content is not None and not isinstance(content, str):
-                raise _malformed("delta.content is not a string")
-            if content:
-                parts.append(content)
-            for call in delta.get("tool_calls") or ():
-                _merge_tool_call(tool_calls, call)
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(parts)}
-    if tool_calls:
-        message["tool_calls"] = [tool_calls[index] for index in sorted(tool_calls)]
-        message["content"] = message["content"] or None
-    return message
+            index = raw.get("index", 0)
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise _malformed("a choice index is not an integer")
+            choices.setdefault(index, _Choice(index)).add(raw)
+    return [choices[index].build(finish_reason) for index in sorted(choices)]
 
 
 def _merge_tool_call(calls: dict[int, dict[str, Any]], call: Any) -> None:

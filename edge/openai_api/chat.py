@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from edge.dispatch import DispatchError, Lease, estimate_input_tokens
-from edge.openai_api.assemble import assemble_message
+from edge.openai_api.assemble import assemble_choices
 from edge.openai_api.errors import APIError
 from edge.openai_api.exchange import Exchange, Receive
 from edge.openai_api.requests import (
@@ -21,7 +21,7 @@ from edge.openai_api.requests import (
     parse_json_body,
 )
 from edge.openai_api.responses import SSE_DONE, SSE_HEADERS, Headers, Send, send_json, sse_event
-from edge.runs import ActiveRun, RunFailed, open_run
+from edge.runs import ActiveRun, CompletedRun, RunFailed, complete_run, open_run
 from edge.runtime import EdgeRuntime
 from edge.usage import Usage
 
@@ -59,26 +59,29 @@ async def chat(
         raise
     watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, asyncio.current_task()))
     estimated = estimate_input_tokens(run_body)
+    on_attempt = functools.partial(_meter_attempt, usage)
     try:
-        async with open_run(
-            runtime,
-            request.model,
-            run_body,
-            estimated,
-            RUN_TIMEOUT_S,
-            on_attempt=functools.partial(_meter_attempt, usage),
-        ) as run:
-            exchange.headers += _decision_headers(run.lease)
-            if request.stream:
+        if request.stream:
+            async with open_run(
+                runtime, request.model, run_body, estimated, RUN_TIMEOUT_S, on_attempt
+            ) as run:
+                exchange.headers += _decision_headers(run)
                 await _stream(exchange, usage, request, run, send)
-            else:
-                await _complete(exchange, usage, request, run, send)
+        else:
+            completed = await complete_run(
+                runtime, request.model, run_body, estimated, RUN_TIMEOUT_S, on_attempt
+            )
+            await _complete(exchange, usage, request, completed, send)
     except DispatchError as error:
-        usage.status = error.code
-        raise APIError.from_dispatch(error) from None
+        api_error = APIError.from_dispatch(error)
+        usage.status = api_error.code or error.code  # what the caller saw
+        raise api_error from None
     except RunFailed as failure:
-        usage.status = failure.code
-        raise APIError.from_run_failure(failure) from None
+        api_error = APIError.from_run_failure(failure)
+        usage.status = api_error.code or failure.code
+        if failure.attempts and not any(name == b"x-iop-attempts" for name, _ in exchange.headers):
+            exchange.headers += _failure_headers(usage, failure)  # unless the answer had them
+        raise api_error from None
     finally:
         watcher.cancel()
 
@@ -94,20 +97,59 @@ async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None
 
 
 def _meter_attempt(usage: Usage, lease: Lease) -> None:
+    """Each attempt as it starts: the row names the last one, and counts them all."""
     usage.provider, usage.node = lease.provider_id, lease.node_id
     usage.context_class, usage.queue_ms = lease.context_class, lease.queued_ms
+    usage.attempts += 1
+    tried = usage.providers_tried
+    usage.providers_tried = f"{tried},{lease.provider_id}" if tried else lease.provider_id
 
 
-def _decision_headers(lease: Lease) -> Headers:
+def _decision_headers(run: ActiveRun | CompletedRun) -> Headers:
+    lease = run.lease
+    return _headers(
+        lease.provider_id,
+        lease.node_id,
+        lease.context_class,
+        lease.queued_ms,
+        run.attempts,
+        run.tried,
+    )
+
+
+def _failure_headers(usage: Usage, failure: RunFailed) -> Headers:
+    """A failed run's answer says where it went too: its last attempt, as metered."""
+    return _headers(
+        usage.provider,
+        usage.node,
+        usage.context_class,
+        usage.queue_ms,
+        failure.attempts,
+        failure.tried,
+    )
+
+
+def _headers(
+    provider: str,
+    node: str,
+    context_class: str,
+    queue_ms: float,
+    attempts: int,
+    tried: tuple[str, ...],
+) -> Headers:
     return [
-        (b"x-iop-provider", lease.provider_id.encode()),
-        (b"x-iop-node", lease.node_id.encode()),
-        (b"x-iop-context-class", lease.context_class.encode()),
-        (b"x-iop-queue-ms", f"{lease.queued_ms:.1f}".encode()),
+        (b"x-iop-provider", provider.encode()),
+        (b"x-iop-node", node.encode()),
+        (b"x-iop-context-class", context_class.encode()),
+        (b"x-iop-queue-ms", f"{queue_ms:.1f}".encode()),
+        # How many providers the run went to, and which, in order (failover).
+        (b"x-iop-attempts", str(attempts).encode()),
+        (b"x-iop-providers-tried", ",".join(tried).encode()),
     ]
 
 
-def _finish_usage(usage: Usage, run: ActiveRun) -> dict[str, int]:
+def _finish_usage(usage: Usage, run: ActiveRun | CompletedRun) -> dict[str, Any]:
+    """Meter the run's usage; return it as the caller gets it (with the upstream's details)."""
     counts = run.usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     usage.prompt_tokens = counts["prompt_tokens"]
     usage.completion_tokens = counts["completion_tokens"]
@@ -116,26 +158,34 @@ def _finish_usage(usage: Usage, run: ActiveRun) -> dict[str, int]:
 
 
 async def _complete(
-    exchange: Exchange, usage: Usage, request: ChatRequest, run: ActiveRun, send: Send
+    exchange: Exchange, usage: Usage, request: ChatRequest, run: CompletedRun, send: Send
 ) -> None:
-    message = assemble_message([chunk async for chunk in run.deltas()])
+    try:
+        body = _completion(exchange, request, run)
+    except RunFailed as failure:  # chunks that do not add up to a completion
+        failure.attempts, failure.tried = run.attempts, run.tried
+        raise
+    exchange.headers += _decision_headers(run)
     counts = _finish_usage(usage, run)
-    body = {
-        "id": f"chatcmpl-{exchange.request_id}",
+    if body.get("usage") is None:
+        body["usage"] = counts
+    await send_json(send, 200, json.dumps(body).encode(), exchange.headers)
+
+
+def _completion(exchange: Exchange, request: ChatRequest, run: CompletedRun) -> dict[str, Any]:
+    """The chat.completion the caller gets: the upstream's own when the Node relayed it whole,
+    with only the model (the caller's name for it) and the id changed; else put together from
+    the chunks the run streamed."""
+    completion_id = f"chatcmpl-{exchange.request_id}"
+    if run.response is not None:
+        return {**run.response, "id": completion_id, "model": request.model}
+    return {
+        "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": run.finish_reason,
-                "logprobs": None,
-            }
-        ],
-        "usage": counts,
+        "choices": assemble_choices(run.chunks, run.finish_reason),
     }
-    await send_json(send, 200, json.dumps(body).encode(), exchange.headers)
 
 
 async def _stream(
@@ -152,6 +202,7 @@ async def _stream(
                 started = True
             for chunk in batch:
                 chunk["id"], chunk["model"] = completion_id, request.model
+                chunk.pop("usage", None)  # the caller gets one usage chunk, the Edge's
             body = b"".join(map(sse_event, batch))
             await send({"type": "http.response.body", "body": body, "more_body": True})
     except RunFailed as failure:
@@ -166,16 +217,18 @@ async def _stream(
         start = SSE_HEADERS + exchange.headers
         await send({"type": "http.response.start", "status": 200, "headers": start})
     counts = _finish_usage(usage, run)
-    # Deltas never carry a finish_reason (docs/wire.md): the Edge writes the closing chunk.
-    tail = sse_event(
-        {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": request.model,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": run.finish_reason}],
-        }
-    )
+    tail = b""
+    if not run.finish_sent:
+        # The adapter relayed no closing chunk of its own (echo, or llama.cpp's bare [DONE]).
+        tail += sse_event(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": request.model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": run.finish_reason}],
+            }
+        )
     if request.include_usage:
         tail += sse_event(
             {

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from edge.dispatch import DispatchError
-from edge.runs import DEADLINE_EXCEEDED, RunFailed
+from edge.dispatch import DispatchError, NoProviderAvailable
+from edge.dispatch.errors import QUEUE_RETRY_AFTER_S
+from edge.runs import DEADLINE_EXCEEDED, UPSTREAM_AUTH_FAILED, RunFailed
+from edge.runtime import EDGE_SHUTTING_DOWN
 
 # The `type` OpenAI's clients expect for each status class.
 _TYPES = {
@@ -18,9 +21,15 @@ _TYPES = {
     429: "rate_limit_error",
 }
 
+# Runs the Edge itself ended; any other failure is the upstream's or its Node's (502).
+_RUN_FAILURE_STATUSES = {DEADLINE_EXCEEDED: 504, EDGE_SHUTTING_DOWN: 503}
+
 # Upstream answers that blame the request itself (e.g. a prompt over the context length): a 4xx,
-# so clients do not retry what cannot succeed.
+# so clients do not retry what cannot succeed. The upstream's own code (e.g.
+# `context_length_exceeded`) is kept, so clients recognise it.
 UPSTREAM_REJECTIONS = frozenset({400, 413, 422})
+UPSTREAM_REJECTED = "upstream_rejected"
+RATE_LIMIT_EXCEEDED = "rate_limit_exceeded"
 
 
 class APIError(Exception):
@@ -33,7 +42,7 @@ class APIError(Exception):
         *,
         code: str | None = None,
         param: str | None = None,
-        retry_after: int | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -59,22 +68,48 @@ class APIError(Exception):
     def body(self) -> bytes:
         return json.dumps(self.envelope()).encode()
 
+    def retry_headers(self) -> list[tuple[bytes, bytes]]:
+        """`Retry-After` in whole seconds (rounded up) and `retry-after-ms`, which the OpenAI
+        SDKs read first."""
+        if self.retry_after is None:
+            return []
+        return [
+            (b"retry-after", str(math.ceil(self.retry_after)).encode()),
+            (b"retry-after-ms", str(round(self.retry_after * 1000)).encode()),
+        ]
+
     @classmethod
     def from_dispatch(cls, error: DispatchError) -> APIError:
-        param = "model" if error.status == 404 else None
+        if isinstance(error, NoProviderAvailable) and _all_auth_failed(error):
+            # Not a provider coming back soon: the gateway's credentials need fixing.
+            return cls(502, error.message, code=UPSTREAM_AUTH_FAILED)
+        param = {404: "model", 400: "messages"}.get(error.status)
         return cls(
             error.status, error.message, code=error.code, param=param, retry_after=error.retry_after
         )
 
     @classmethod
     def from_run_failure(cls, failure: RunFailed) -> APIError:
-        status, code = (504 if failure.code == DEADLINE_EXCEEDED else 502), failure.code
-        message = failure.message
-        if failure.upstream_status is not None:
-            message = f"Upstream returned {failure.upstream_status}: {message}"
-            if failure.upstream_status in UPSTREAM_REJECTIONS:
-                status, code = 400, "upstream_rejected"
-        return cls(status, message, code=code)
+        """The caller's answer for a run that failed (docs/api.md, "Errors")."""
+        upstream = failure.upstream_status
+        if failure.code == UPSTREAM_AUTH_FAILED:
+            return cls(502, failure.message, code=UPSTREAM_AUTH_FAILED)
+        if upstream == 429:
+            retry_after = failure.retry_after
+            return cls(
+                429,
+                failure.message,
+                code=RATE_LIMIT_EXCEEDED,
+                retry_after=QUEUE_RETRY_AFTER_S if retry_after is None else retry_after,
+            )
+        if upstream in UPSTREAM_REJECTIONS:
+            return cls(400, failure.message, code=failure.upstream_code or UPSTREAM_REJECTED)
+        status = _RUN_FAILURE_STATUSES.get(failure.code, 502)
+        return cls(status, failure.message, code=failure.code, retry_after=failure.retry_after)
+
+
+def _all_auth_failed(error: NoProviderAvailable) -> bool:
+    return bool(error.reasons) and all(why == UPSTREAM_AUTH_FAILED for _, why in error.reasons)
 
 
 def invalid(message: str, param: str | None = None) -> APIError:

@@ -10,6 +10,9 @@ from edge.config.schema import Generation
 from edge.openai_api.errors import APIError, invalid
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+MAX_N = 128  # choices per request, as OpenAI allows
+# The names a caller may give its output-token limit; OpenAI's current one first.
+MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +47,9 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     if options is not None and not isinstance(options, dict):
         raise invalid("'stream_options' must be an object.", "stream_options")
     n = body.get("n")
-    if n is not None and n != 1:
-        raise invalid("Only n=1 is supported.", "n")
-    for key in ("max_tokens", "max_completion_tokens"):
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N):
+        raise invalid(f"'n' must be an integer from 1 to {MAX_N}.", "n")
+    for key in MAX_TOKENS_KEYS:
         value = body.get(key)
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 1
@@ -83,18 +86,20 @@ def _check_messages(messages: Any) -> None:
 def apply_generation_policy(body: dict[str, Any], generation: Generation) -> dict[str, Any]:
     """Fill in the model's default `max_tokens`; refuse a request above the model's limit.
 
-    Refused rather than clamped: a silently shortened answer looks like a model problem.
+    The limit holds for whichever of the two names the caller sent (null counts as not sent),
+    so no spelling gets past it. Refused rather than clamped: a silently shortened answer looks
+    like a model problem.
     """
-    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
-    requested = body.get(key)
     limit = generation.max_tokens_limit
-    if requested is not None and limit is not None and requested > limit:
-        raise APIError(
-            400,
-            f"'{key}' is {requested}, above this model's limit of {limit}.",
-            code="max_tokens_exceeded",
-            param=key,
-        )
-    if requested is None and generation.default_max_tokens is not None:
+    sent = [(key, body[key]) for key in MAX_TOKENS_KEYS if body.get(key) is not None]
+    for key, requested in sent:
+        if limit is not None and requested > limit:
+            raise APIError(
+                400,
+                f"'{key}' is {requested}, above this model's limit of {limit}.",
+                code="max_tokens_exceeded",
+                param=key,
+            )
+    if not sent and generation.default_max_tokens is not None:
         return dict(body, max_tokens=generation.default_max_tokens)
     return body

@@ -26,10 +26,7 @@ async def send_json(send: Send, status: int, body: bytes, headers: Headers) -> N
 
 
 async def send_error(send: Send, error: APIError, headers: Headers) -> None:
-    extra = list(headers)
-    if error.retry_after is not None:
-        extra.append((b"retry-after", str(error.retry_after).encode()))
-    await send_json(send, error.status, error.body(), extra)
+    await send_json(send, error.status, error.body(), [*headers, *error.retry_headers()])
 
 
 def sse_event(data: Any) -> bytes:

@@ -124,7 +124,8 @@ class NodeAgent:
                 settings.edge_url,
                 additional_headers=headers,
                 open_timeout=settings.open_timeout_s,
-                max_size=wire.MAX_FRAME_BYTES,
+                # Above the frame limit: an oversized frame costs its run, not the connection.
+                max_size=wire.MAX_SOCKET_MESSAGE_BYTES,
                 # Frames are small JSON on a latency path; deflate costs more than it saves.
                 compression=None,
             ) as websocket:

@@ -1,4 +1,4 @@
-"""Health probes for one registry: report every provider's health on start and on each change."""
+"""Health probes for one registry: report each provider's health once known, and on each change."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ Report = Callable[[HealthMap], Awaitable[None]]
 
 
 class HealthMonitor:
-    """Probes each adapter every ``probe_interval_s``; a provider's health is its adapter's.
+    """Probes each adapter on its own, then every ``probe_interval_s``; a provider's health is
+    its adapter's.
 
-    Each report is the complete map for the registry, so the Edge can replace what it knew.
+    Each adapter's first answer is reported as it comes, so an upstream that never answers keeps
+    only its own providers waiting. Each report covers every provider whose adapter has answered.
     """
 
     def __init__(self, registry: Registry, report: Report) -> None:
@@ -30,31 +32,28 @@ class HealthMonitor:
         return {
             provider_id: self._adapter_health[entry.adapter.id]
             for provider_id, entry in self._registry.providers.items()
+            if entry.adapter.id in self._adapter_health
         }
 
     async def run(self) -> None:
-        adapters = list(self._registry.adapters.values())
-        results = await asyncio.gather(*(_probe(a) for a in adapters))
-        self._adapter_health = {a.id: result for a, result in zip(adapters, results, strict=True)}
-        await self._report(self.snapshot())
         async with asyncio.TaskGroup() as group:
-            for adapter in adapters:
-                if adapter.probe_interval_s is not None:
-                    group.create_task(self._watch(adapter, adapter.probe_interval_s))
+            for adapter in self._registry.adapters.values():
+                group.create_task(self._watch(adapter))
 
-    async def _watch(self, adapter: Adapter, interval_s: float) -> None:
+    async def _watch(self, adapter: Adapter) -> None:
         while True:
-            await asyncio.sleep(interval_s)
             result = await _probe(adapter)
-            if result != self._adapter_health[adapter.id]:
-                logger.info(
-                    "adapter %s is %s: %s",
-                    adapter.id,
-                    "healthy" if result[0] else "unhealthy",
-                    result[1],
-                )
+            if result != self._adapter_health.get(adapter.id):
+                healthy, detail = result
+                # The reason goes to the Edge as the providers' detail, and into the Node's log.
+                level = logging.INFO if healthy else logging.WARNING
+                state = "healthy" if healthy else "unhealthy"
+                logger.log(level, "adapter %s is %s: %s", adapter.id, state, detail)
                 self._adapter_health[adapter.id] = result
                 await self._report(self.snapshot())
+            if adapter.probe_interval_s is None:
+                return
+            await asyncio.sleep(adapter.probe_interval_s)
 
 
 async def _probe(adapter: Adapter) -> tuple[bool, str]:

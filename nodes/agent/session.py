@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from nodes import wire
-from nodes.agent.adapters import Adapter, AdapterError, Delta, build_adapter
+from nodes.agent.adapters import Adapter, AdapterError, Delta, Response, build_adapter
 from nodes.agent.health import HealthMap, HealthMonitor
 from nodes.agent.registry import AdapterFactory, Registry, RegistrySlot, RouteError
 
@@ -26,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 CLOSE_GOING_AWAY = 1001
+# The Edge's frames that carry a run, so a bad one is answered for that run.
+RUN_FRAMES = frozenset({"run.request", "part"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class EdgeSession:
         self._registries = RegistrySlot()
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._health_task: asyncio.Task[None] | None = None
+        self._parts = wire.Reassembler()  # large run.requests on their way in
         self._draining = False
         self._hurry = asyncio.Event()
         self.ready = asyncio.Event()
@@ -101,12 +103,17 @@ class EdgeSession:
         try:
             frame = wire.decode(text, accept=wire.EDGE_TO_NODE)
         except wire.FrameError as exc:
-            logger.warning("ignoring a bad frame from the edge: %s", exc.message)
-            await self._refuse_malformed_run(text, exc)
+            await self._refuse_malformed_run(wire.run_id_of(text, RUN_FRAMES), exc)
             return
+        if frame["type"] == "part":
+            whole = await self._reassemble(frame)
+            if whole is None:
+                return
+            frame = whole
         if frame["type"] == "run.request":
             await self._start_run(frame)
         elif frame["type"] == "run.cancel":
+            self._parts.discard(frame["run_id"])  # a cancel may cut a large request short
             task = self._runs.get(frame["run_id"])
             if task is not None:  # else it already ended: the cancel crossed its last event
                 task.cancel()
@@ -120,18 +127,21 @@ class EdgeSession:
             await self._send(wire.pong(frame.get("ts")))
         # "pong" needs no answer; dead peers are found by the websocket's own keepalive.
 
-    async def _refuse_malformed_run(self, text: str | bytes, exc: wire.FrameError) -> None:
-        """A broken run.request that still names its run gets an error, not silence."""
+    async def _reassemble(self, part: wire.Part) -> wire.Frame | None:
+        """Add one part of a large run.request; the request once whole."""
         try:
-            frame = json.loads(text)
-        except ValueError:
-            return
-        if (
-            isinstance(frame, dict)
-            and frame.get("type") == "run.request"
-            and isinstance(frame.get("run_id"), str)
-        ):
-            await self._send(wire.run_error(frame["run_id"], wire.ERROR_BAD_REQUEST, exc.message))
+            return self._parts.take(part, wire.SPLIT_EDGE_TO_NODE)
+        except wire.FrameError as exc:
+            await self._refuse_malformed_run(part["run_id"], exc)
+            return None
+
+    async def _refuse_malformed_run(self, run_id: str | None, exc: wire.FrameError) -> None:
+        """A broken run frame is ignored; one that still names its run gets an error for that
+        run, not silence, and the session goes on."""
+        logger.warning("ignoring a bad frame from the edge: %s", exc.message)
+        if run_id is not None:
+            self._parts.discard(run_id)
+            await self._send(wire.run_error(run_id, wire.ERROR_BAD_REQUEST, exc.message))
 
     async def _apply_config(
         self, revision: str, node: wire.NodePayload, refresh_id: str | None
@@ -217,11 +227,23 @@ class EdgeSession:
                 async for event in events:
                     if isinstance(event, Delta):
                         await self._send(wire.run_delta(run_id, event.chunk))
+                    elif isinstance(event, Response):
+                        await self._send(wire.run_response(run_id, event.completion))
                     else:
-                        await self._send(wire.run_done(run_id, event.usage, event.finish_reason))
+                        done = wire.run_done(
+                            run_id, event.usage, event.finish_reason, finish_sent=event.finish_sent
+                        )
+                        await self._send(done)
             return
         except AdapterError as exc:
-            error = wire.run_error(run_id, exc.code, exc.message, exc.status)
+            error = wire.run_error(
+                run_id,
+                exc.code,
+                exc.message,
+                exc.status,
+                retry_after=exc.retry_after,
+                upstream_code=exc.upstream_code,
+            )
         except TimeoutError:
             error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
         except ConnectionClosed:
@@ -293,4 +315,13 @@ class EdgeSession:
         await self._registries.aclose()
 
     async def _send(self, frame: wire.Frame) -> None:
-        await self._ws.send(wire.encode(frame))
+        """Send a frame, in parts when it is too large for one. A run's event too large even
+        for that fails the run being served (``output_too_large``); nothing is sent then."""
+        try:
+            texts = wire.split(frame)
+        except wire.FrameError as exc:
+            if frame["type"] != "run.event":
+                raise
+            raise AdapterError(wire.ERROR_OUTPUT_TOO_LARGE, exc.message) from None
+        for text in texts:
+            await self._ws.send(text)

@@ -8,7 +8,7 @@ contract for the ``node`` payload of ``config`` frames and its parser on the Nod
 
 from __future__ import annotations
 
-from nodes.wire.codec import FrameError, decode, encode
+from nodes.wire.codec import FrameError, decode, encode, run_id_of, utf8_size
 from nodes.wire.frames import (
     CLOSE_PROTOCOL_ERROR,
     CLOSE_REASONS,
@@ -20,13 +20,19 @@ from nodes.wire.frames import (
     ERROR_INTERNAL,
     ERROR_NODE_DRAINING,
     ERROR_NODE_NOT_READY,
+    ERROR_OUTPUT_TOO_LARGE,
     ERROR_UPSTREAM,
     ERROR_UPSTREAM_TIMEOUT,
     ERROR_UPSTREAM_UNAVAILABLE,
     FRAME_TYPES,
+    MAX_BODY_BYTES,
     MAX_FRAME_BYTES,
+    MAX_MESSAGE_BYTES,
+    MAX_SOCKET_MESSAGE_BYTES,
     NODE_TO_EDGE,
     PROTOCOL_VERSION,
+    SPLIT_EDGE_TO_NODE,
+    SPLIT_NODE_TO_EDGE,
     Config,
     ConfigAck,
     ConfigRefresh,
@@ -35,6 +41,7 @@ from nodes.wire.frames import (
     ErrorData,
     Frame,
     Hello,
+    Part,
     Ping,
     Pong,
     ProviderHealth,
@@ -79,6 +86,7 @@ from nodes.wire.node_config import (
     normalize_adapter_type,
     parse_node_config,
 )
+from nodes.wire.parts import Reassembler, split
 
 __all__ = [
     "ADAPTER_KEYS",
@@ -97,13 +105,19 @@ __all__ = [
     "ERROR_INTERNAL",
     "ERROR_NODE_DRAINING",
     "ERROR_NODE_NOT_READY",
+    "ERROR_OUTPUT_TOO_LARGE",
     "ERROR_UPSTREAM",
     "ERROR_UPSTREAM_TIMEOUT",
     "ERROR_UPSTREAM_UNAVAILABLE",
     "FRAME_TYPES",
+    "MAX_BODY_BYTES",
     "MAX_FRAME_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_SOCKET_MESSAGE_BYTES",
     "NODE_TO_EDGE",
     "PROTOCOL_VERSION",
+    "SPLIT_EDGE_TO_NODE",
+    "SPLIT_NODE_TO_EDGE",
     "AdapterPayload",
     "AdapterSpec",
     "AdapterType",
@@ -122,11 +136,13 @@ __all__ = [
     "NodeProviderSpec",
     "NodeSpec",
     "OpenAIHTTPAdapterPayload",
+    "Part",
     "Ping",
     "Pong",
     "ProviderHealth",
     "ProviderHealthEntry",
     "ProviderPayload",
+    "Reassembler",
     "RunCancel",
     "RunEvent",
     "RunRequest",
@@ -148,6 +164,9 @@ __all__ = [
     "run_delta",
     "run_done",
     "run_error",
+    "run_id_of",
     "run_request",
     "run_response",
+    "split",
+    "utf8_size",
 ]

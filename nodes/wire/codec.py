@@ -25,7 +25,23 @@ class FrameError(Exception):
 
 
 def encode(frame: Frame) -> str:
-    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+    if not text.isascii():  # O(1) in CPython: only non-ASCII text pays for the check below
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (from a JSON "\ud800" a caller or upstream sent) has no UTF-8
+            # form, so no websocket can carry it raw: escaped, the peer decodes the same value.
+            return json.dumps(frame, separators=(",", ":"))
+    return text
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text``; a lone surrogate (text joined from a peer's parts may hold
+    one) counts three bytes instead of raising."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode(errors="surrogatepass"))
 
 
 _Check = Callable[[Any], bool]
@@ -120,6 +136,7 @@ _SCHEMA: dict[str, tuple[_Field, ...]] = {
     ),
     "run.cancel": (_field("run_id", _is_id),),
     "error": (_field("code", _is_id), _field("message", _is_str)),
+    "part": (_field("run_id", _is_id), _field("data", _is_str), _field("more", _is_bool)),
     "ping": (_field("ts", _is_number, required=False, nullable=True),),
     "pong": (_field("ts", _is_number, required=False, nullable=True),),
 }
@@ -141,7 +158,7 @@ def decode(
     if not isinstance(text, str):
         raise FrameError("not_text", "frames must be JSON text frames, got a binary frame")
     # A character is at most 4 UTF-8 bytes: only encode when the cheap bound is inconclusive.
-    if len(text) > max_bytes or (len(text) * 4 > max_bytes and len(text.encode()) > max_bytes):
+    if len(text) > max_bytes or (len(text) * 4 > max_bytes and utf8_size(text) > max_bytes):
         raise FrameError("too_large", f"frame exceeds {max_bytes} bytes")
     try:
         frame = json.loads(text)
@@ -167,6 +184,21 @@ def decode(
             raise _bad(frame_type, name, kind)
     _check_nested(frame_type, frame)
     return cast("Frame", frame)
+
+
+def run_id_of(text: str | bytes, types: frozenset[str]) -> str | None:
+    """The run a frame that failed ``decode`` names, if one of ``types`` and readable that far:
+    so that only that run is refused."""
+    if not isinstance(text, str):
+        return None
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        return None
+    if type(frame) is not dict or type(frame.get("type")) is not str:
+        return None
+    run_id = frame.get("run_id")
+    return run_id if frame["type"] in types and _is_id(run_id) else None
 
 
 def _bad(frame_type: str, field: str, kind: str) -> FrameError:

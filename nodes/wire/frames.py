@@ -11,7 +11,18 @@ from typing import Any, Literal, NotRequired, TypedDict
 from nodes.wire.node_config import NodePayload
 
 PROTOCOL_VERSION = 1
-MAX_FRAME_BYTES = 1024 * 1024
+
+# The sizes, chosen once (docs/wire.md, "Sizes"); every layer derives its own from these.
+MAX_FRAME_BYTES = 1024 * 1024  # one frame as sent, in UTF-8 bytes; larger ones travel in parts
+# The largest request body a run carries: the Edge's IOP_MAX_BODY_BYTES defaults to it and may
+# only lower it.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+# One frame put back together from its parts: a body at the limit, its run.request envelope, and
+# room for the body's JSON re-encoding.
+MAX_MESSAGE_BYTES = 2 * MAX_BODY_BYTES
+# The websocket limit on both sides: above the frame limit, so an oversized frame still reaches
+# the codec and costs only the run it names, not the whole session.
+MAX_SOCKET_MESSAGE_BYTES = 4 * MAX_FRAME_BYTES
 
 # Websocket close codes (private range 4000-4999, mirroring HTTP statuses).
 CLOSE_PROTOCOL_ERROR = 4400
@@ -32,6 +43,9 @@ ERROR_UPSTREAM_UNAVAILABLE = "upstream_unavailable"
 ERROR_UPSTREAM_TIMEOUT = "upstream_timeout"
 ERROR_UPSTREAM = "upstream_error"
 ERROR_INTERNAL = "internal_error"
+# The run's output went past a limit: a frame too large even in parts (Node), or more than the
+# Edge takes for one run (IOP_MAX_RUN_OUTPUT_BYTES).
+ERROR_OUTPUT_TOO_LARGE = "output_too_large"
 
 
 class Hello(TypedDict):
@@ -135,6 +149,19 @@ class Error(TypedDict):
     message: str
 
 
+class Part(TypedDict):
+    """A slice of the encoded text of a frame too large for one (``run.request``, ``run.event``).
+
+    The parts of one frame go out in order, the last with ``more: false``; the receiver joins
+    their ``data`` and decodes the result as the frame it is.
+    """
+
+    type: Literal["part"]
+    run_id: str
+    data: str
+    more: bool
+
+
 class Ping(TypedDict):
     type: Literal["ping"]
     ts: NotRequired[float | None]
@@ -155,15 +182,21 @@ Frame = (
     | RunEvent
     | RunCancel
     | Error
+    | Part
     | Ping
     | Pong
 )
 
-NODE_TO_EDGE = frozenset({"hello", "config.ack", "provider.health", "run.event", "ping", "pong"})
+NODE_TO_EDGE = frozenset(
+    {"hello", "config.ack", "provider.health", "run.event", "part", "ping", "pong"}
+)
 EDGE_TO_NODE = frozenset(
-    {"config", "config.refresh", "run.request", "run.cancel", "error", "ping", "pong"}
+    {"config", "config.refresh", "run.request", "run.cancel", "error", "part", "ping", "pong"}
 )
 FRAME_TYPES = NODE_TO_EDGE | EDGE_TO_NODE
+# The frames that may travel in parts, by the side that receives them.
+SPLIT_NODE_TO_EDGE = frozenset({"run.event"})
+SPLIT_EDGE_TO_NODE = frozenset({"run.request"})
 
 
 def hello(node_id: str, agent_version: str) -> Hello:

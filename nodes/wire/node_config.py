@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypedDict, cast, get_args
+from typing import Any, Literal, NotRequired, TypedDict, cast, get_args
 from urllib.parse import urlsplit
 
 AdapterType = Literal["echo", "openai_http"]
@@ -34,6 +34,11 @@ ADAPTER_TYPE_ALIASES: Mapping[str, AdapterType] = MappingProxyType(
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_HEALTH_INTERVAL_S = 10.0
 DEFAULT_TOKEN_DELAY_MS = 0.0
+# The probe path, under ``base_url``; ``False`` = no probe (the provider counts as healthy).
+DEFAULT_HEALTH_PATH = "/models"
+# What the caller's output-token limit is sent upstream as; None = as the caller sent it.
+MAX_TOKENS_PARAMS = ("max_tokens", "max_completion_tokens")
+DEFAULT_MAX_TOKENS_PARAM = None
 
 
 class EchoAdapterPayload(TypedDict):
@@ -49,6 +54,10 @@ class OpenAIHTTPAdapterPayload(TypedDict):
     api_key_env: str | None
     timeout_s: float
     health_interval_s: float
+    # Optional keys: left out at their default, so configs that do not use them keep their
+    # canonical form (and revision).
+    health_path: NotRequired[str | Literal[False]]
+    max_tokens_param: NotRequired[str | None]
 
 
 AdapterPayload = EchoAdapterPayload | OpenAIHTTPAdapterPayload
@@ -98,6 +107,8 @@ class AdapterSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S
     health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S
     token_delay_ms: float = DEFAULT_TOKEN_DELAY_MS
+    health_path: str | Literal[False] = DEFAULT_HEALTH_PATH
+    max_tokens_param: str | None = DEFAULT_MAX_TOKENS_PARAM
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +136,38 @@ def normalize_adapter_type(name: object) -> AdapterType | None:
     return ADAPTER_TYPE_ALIASES.get(name)
 
 
+_OPTIONAL_DEFAULTS: Mapping[str, object] = MappingProxyType(
+    {"health_path": DEFAULT_HEALTH_PATH, "max_tokens_param": DEFAULT_MAX_TOKENS_PARAM}
+)
+
+
 def adapter_payload(spec: AdapterSpec) -> AdapterPayload:
-    """The payload entry for ``spec``: exactly the keys of its type."""
-    return cast("AdapterPayload", {key: getattr(spec, key) for key in ADAPTER_KEYS[spec.type]})
+    """The payload entry for ``spec``: the keys of its type, optional ones only when not default."""
+    payload = {
+        key: getattr(spec, key)
+        for key in ADAPTER_KEYS[spec.type]
+        if key not in _OPTIONAL_DEFAULTS or getattr(spec, key) != _OPTIONAL_DEFAULTS[key]
+    }
+    return cast("AdapterPayload", payload)
+
+
+def health_path_problem(value: object) -> str | None:
+    """Why ``value`` is no ``health_path`` (a path under ``base_url``, or false); None if it is."""
+    if value is False:
+        return None
+    if isinstance(value, str) and _HEALTH_PATH.fullmatch(value):
+        return None
+    # The value is not echoed: a query string may hold a key.
+    return "must be a path under base_url such as /health (no query), or false for no probe"
+
+
+def max_tokens_param_problem(value: object) -> str | None:
+    """Why ``value`` is no ``max_tokens_param``; None if it is one."""
+    if value is None or value in MAX_TOKENS_PARAMS:
+        return None
+    return (
+        f"must be one of {', '.join(MAX_TOKENS_PARAMS)}, or null to send it as sent (got {value!r})"
+    )
 
 
 class NodeConfigError(Exception):
@@ -139,6 +179,7 @@ class NodeConfigError(Exception):
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEALTH_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")  # URL path characters
 
 
 def parse_node_config(data: object, *, node_id: str) -> NodeSpec:
@@ -198,6 +239,12 @@ def _parse_adapter(item: object, path: str, problems: list[str]) -> AdapterSpec 
     interval = _number(
         item, "health_interval_s", path, problems, default=DEFAULT_HEALTH_INTERVAL_S, above=0.0
     )
+    health_path = item.get("health_path", DEFAULT_HEALTH_PATH)
+    if problem := health_path_problem(health_path):
+        problems.append(f"{path}.health_path: {problem}")
+    max_tokens_param = item.get("max_tokens_param", DEFAULT_MAX_TOKENS_PARAM)
+    if problem := max_tokens_param_problem(max_tokens_param):
+        problems.append(f"{path}.max_tokens_param: {problem}")
     if len(problems) > before or base_url is None:
         return None
     return AdapterSpec(
@@ -207,6 +254,8 @@ def _parse_adapter(item: object, path: str, problems: list[str]) -> AdapterSpec 
         api_key_env=api_key_env,
         timeout_s=timeout_s,
         health_interval_s=interval,
+        health_path=health_path,
+        max_tokens_param=max_tokens_param,
     )
 
 

@@ -8,19 +8,30 @@ tail of the log of each process still running is attached to the failure report.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from tests.e2e.harness import EdgeProcess, NodeProcess, Tokens, free_port, wait_until
+from tests.e2e.harness import (
+    ROOT,
+    EdgeProcess,
+    NodeProcess,
+    Tokens,
+    free_port,
+    stop_process,
+    wait_until,
+)
 
 LOG_TAIL_LINES = 150
 
 # Processes started by the factories and not yet stopped, for the failure report.
-_live_processes: list[EdgeProcess | NodeProcess] = []
+_live_processes: list[EdgeProcess | NodeProcess | ScriptedUpstream] = []
 
 
 @pytest.hookimpl(wrapper=True)
@@ -83,6 +94,88 @@ def node_factory(
     for node in reversed(started):
         node.stop()
         _live_processes.remove(node)
+
+
+# -- The scripted upstream (tests/e2e/upstream_server.py) ---------------------------------------
+
+
+class ScriptedUpstream:
+    """A `tests.e2e.upstream_server` process; the served model name picks its behaviour."""
+
+    def __init__(self, workdir: Path, *, models: bool = True) -> None:
+        self.port = free_port()
+        self.log_path = workdir / f"upstream-{self.port}.log"
+        self.args = [sys.executable, "-m", "tests.e2e.upstream_server", "--port", str(self.port)]
+        if not models:
+            self.args.append("--no-models")
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def _control_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ScriptedUpstream:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+            )
+
+        def answering() -> bool:
+            assert self.process is not None and self.process.poll() is None, self.log()
+            try:
+                return httpx.get(f"{self._control_url}/_requests", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(answering, timeout=20, what="the scripted upstream to answer")
+        return self
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The requests received so far: ``{"path", "model", "body"}``, long strings cut short."""
+        response = httpx.get(f"{self._control_url}/_requests", timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def clear(self) -> None:
+        httpx.post(f"{self._control_url}/_clear", timeout=10).raise_for_status()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+@pytest.fixture(scope="module")
+def scripted_upstream_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ScriptedUpstream]]:
+    """``scripted_upstream_factory(models=True)`` starts a scripted upstream for the module;
+    ``models=False`` makes its `GET /v1/models` answer 404."""
+    started: list[ScriptedUpstream] = []
+
+    def start(*, models: bool = True) -> ScriptedUpstream:
+        upstream = ScriptedUpstream(tmp_path_factory.mktemp("upstream"), models=models)
+        started.append(upstream)
+        _live_processes.append(upstream)
+        return upstream.start()
+
+    yield start
+    for upstream in started:
+        upstream.stop()
+        _live_processes.remove(upstream)
+
+
+@pytest.fixture(scope="module")
+def scripted_upstream(
+    scripted_upstream_factory: Callable[..., ScriptedUpstream],
+) -> ScriptedUpstream:
+    """One scripted upstream for the module (`.base_url`, `.requests()`, `.clear()`)."""
+    return scripted_upstream_factory()
 
 
 # -- OpenAI API tests (test_openai_*.py) ---------------------------------------------------------

@@ -343,7 +343,7 @@ def test_a_streamed_request_relays_the_upstream_chunks(stack: HttpStack, tokens:
     wait_idle(stack.edge, PROVIDER)
 
 
-@pytest.mark.parametrize("upstream_status", [500, 429])
+@pytest.mark.parametrize("upstream_status", [500, 503])
 def test_an_upstream_http_error_is_a_502_naming_the_upstream_status_and_message(
     stack: HttpStack, tokens: Tokens, upstream_status: int
 ) -> None:
@@ -377,7 +377,7 @@ def test_an_upstream_that_rejects_the_request_is_a_400_not_a_retryable_502(
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert (error["code"], error["type"]) == ("upstream_rejected", "invalid_request_error")
-    assert "Upstream returned 400" in error["message"]
+    assert "upstream HTTP 400" in error["message"]
     wait_idle(stack.edge, PROVIDER)
 
 
@@ -393,16 +393,16 @@ def test_a_streamed_request_failing_upstream_gets_the_upstream_status_and_messag
     ) as response:
         response.read()
 
-    # Whether the Edge answers before committing to a stream (502) or ends the stream with the
+    # Whether the Edge answers before committing to a stream (429) or ends the stream with the
     # error event is the OpenAI API's choice; either way the caller gets the upstream's reason.
     if response.status_code == 200:
         events = sse_payloads(response.text.splitlines())
         assert DONE not in events
         error = events[-1]["error"]
     else:
-        assert response.status_code == 502, response.text
+        assert response.status_code == 429, response.text
         error = response.json()["error"]
-    assert error["code"] == "upstream_error"
+    assert error["code"] == "rate_limit_exceeded"
     assert "429" in error["message"]
     assert "upstream refused (429)" in error["message"]
     wait_idle(stack.edge, PROVIDER)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from nodes import wire
+from nodes.consumers import MAX_BAD_FRAMES
 from tests.e2e.harness import (
     EdgeProcess,
     NodeProcess,
@@ -404,3 +405,114 @@ async def test_a_second_session_supersedes_the_first_with_4409_and_fails_its_run
 
     await await_until(served_by_second, what=f"{SUPER} ready again on its second session")
     assert await second.still_open()
+
+
+# -- one run's bad frame costs that run only ----------------------------------------------------
+
+
+async def start_raw_run(
+    edge: EdgeProcess, tokens: Tokens, node: RawNode, events: list[Any], text: str = "hi"
+) -> tuple[asyncio.Task[httpx.Headers], str]:
+    """A streamed call on the raw node, under way (one delta relayed); its task and run id."""
+    caller = asyncio.create_task(stream_chat(edge, tokens, "raw", text, events))
+    run_id = (await node.expect("run.request"))["run_id"]
+    await node.send(delta(run_id, "partial"))
+    await until_events(events, 1)
+    return caller, run_id
+
+
+async def test_a_malformed_run_event_fails_that_run_and_the_session_goes_on(
+    edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
+) -> None:
+    node = await raw_nodes(RAW)
+    await node.handshake()
+    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+    events: list[Any] = []
+    caller, run_id = await start_raw_run(edge, tokens, node, events)
+
+    bad_done = {**done(run_id), "data": {"usage": {"total_tokens": "many"}, "finish_reason": 1}}
+    await node.send(bad_done)
+
+    refusal = await node.expect("error")
+    assert refusal["code"] == "bad_field"
+    assert (await node.expect("run.cancel"))["run_id"] == run_id
+    await asyncio.wait_for(caller, 15)
+    assert events[-1]["error"]["code"] == "bad_frame"
+    assert "data.usage" in events[-1]["error"]["message"]
+    # More bad frames for its own runs than the abuse limit allows: still not abuse.
+    for _ in range(MAX_BAD_FRAMES + 1):
+        await node.send(bad_done)
+        assert (await node.expect("error"))["code"] == "bad_field"
+    assert await node.still_open()
+    assert await ready(edge, RAW)
+
+
+async def test_an_oversized_run_event_fails_that_run_and_the_session_goes_on(
+    edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
+) -> None:
+    node = await raw_nodes(RAW)
+    await node.handshake()
+    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+    events: list[Any] = []
+    caller, run_id = await start_raw_run(edge, tokens, node, events)
+
+    await node.send(delta(run_id, "x" * (wire.MAX_FRAME_BYTES + 1)))  # one frame, not in parts
+
+    assert (await node.expect("error"))["code"] == "too_large"
+    await asyncio.wait_for(caller, 15)
+    assert events[-1]["error"]["code"] == "bad_frame"
+    assert await node.still_open()
+
+    async def idle() -> bool:
+        return providers_idle(await astatus(edge), [f"{RAW}-p"])
+
+    await await_until(idle, what=f"{RAW}-p idle")
+
+
+async def receive_in_parts(node: RawNode, accept: frozenset[str]) -> tuple[dict[str, Any], int]:
+    """Read ``part`` frames until they make a whole frame; that frame and how many parts."""
+    parts = wire.Reassembler()
+    count = 0
+    while True:
+        part = await node.expect("part")
+        assert len(wire.encode(part).encode()) <= wire.MAX_FRAME_BYTES  # type: ignore[arg-type]
+        count += 1
+        whole = parts.take(part, accept)  # type: ignore[arg-type]
+        if whole is not None:
+            return dict(whole), count
+
+
+async def test_a_large_request_and_its_large_answer_travel_in_parts(
+    edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
+) -> None:
+    node = await raw_nodes(RAW)
+    await node.handshake()
+    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+    text = "é" * (3 * 1024 * 1024 // 2)  # 3 MiB of UTF-8, over the frame limit three times
+    events: list[Any] = []
+    caller = asyncio.create_task(stream_chat(edge, tokens, "raw", text, events))
+
+    request, count = await receive_in_parts(node, wire.SPLIT_EDGE_TO_NODE)
+
+    assert request["type"] == "run.request" and count >= 3
+    assert request["request"]["messages"][0]["content"] == text
+    answer = "ü" * (2 * 1024 * 1024)
+    for piece in wire.split(wire.run_delta(request["run_id"], delta("", answer)["data"])):
+        await node.send_text(piece)
+    await node.send(done(request["run_id"]))
+    await asyncio.wait_for(caller, 15)
+    assert events[-1] == DONE
+    assert streamed_content(events[:-1]) == answer
+
+
+async def test_parts_for_a_run_it_does_not_own_are_refused(
+    edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
+) -> None:
+    rogue = await raw_nodes(ROGUE)
+    await rogue.handshake()
+
+    await rogue.send({"type": "part", "run_id": "run-made-up-2", "data": "{", "more": True})
+
+    refusal = await rogue.expect("error")
+    assert refusal["code"] == "unknown_run"
+    assert await rogue.still_open()

@@ -401,7 +401,7 @@ def test_bad_request_bodies_get_400_naming_the_field(stack, http, body, param):
 
 @pytest.mark.parametrize(
     ("extra", "param"),
-    [({"max_tokens": 0}, "max_tokens"), ({"max_tokens": -5}, "max_tokens"), ({"n": 2}, "n")],
+    [({"max_tokens": 0}, "max_tokens"), ({"max_tokens": -5}, "max_tokens"), ({"n": 0}, "n")],
 )
 def test_bad_fields_through_the_sdk_get_400(client, extra, param):
     with pytest.raises(openai.BadRequestError) as caught:

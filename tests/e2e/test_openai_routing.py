@@ -199,9 +199,8 @@ def test_a_provider_with_zero_long_slots_never_takes_a_long_request(stack, clien
     assert rows
 
 
-def test_a_long_request_no_provider_would_serve_gets_503(client):
-    with pytest.raises(openai.InternalServerError) as caught:
+def test_a_long_request_no_provider_would_ever_serve_gets_400(client):
+    with pytest.raises(openai.BadRequestError) as caught:
         ask(client, "lc-short-only", LONG_TEXT)
-    assert caught.value.status_code == 503
-    assert caught.value.body["code"] == "no_provider_available"
+    assert caught.value.body["code"] == "context_length_exceeded"
     assert ask(client, "lc-short-only")["x-iop-provider"] == "lc-none"

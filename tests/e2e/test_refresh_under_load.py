@@ -1,10 +1,13 @@
-"""Apply under load through real processes: 500 runs while 20 applies reshape the pool.
+"""Apply under load through real processes: 500 clients while 20 applies reshape the pool.
 
 One Edge (daphne) with two real echo Nodes, two providers each, one model routed to all four.
-500 concurrent chat completions (half streamed, a fifth long-context) go through the Edge while
-20 sequential `POST /refresh` applies set random capacities (1-6), priorities, `enabled` flags
-and long-context slots — never leaving a context class without a provider. No run may fail, every
-apply is applied and acked by the Nodes it changed, and afterwards every counter is back at zero.
+500 concurrent clients send chat completions (half streamed, a fifth long-context) through the
+Edge while 20 sequential `POST /refresh` applies set random capacities (1-6), priorities,
+`enabled` flags and long-context slots — never leaving a context class without a provider. Each
+client sends one run, then more until the last apply is in, and one more stream is held open
+across every apply: the load lasts as long as the applies do, and each apply finds the Edge
+holding runs, however fast or slow the machine. No run may fail, every apply is applied and acked
+by the Nodes it changed, and afterwards every counter is back at zero.
 
 Two details of the client keep the load one concurrent wave on a small machine:
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 from collections.abc import Callable
@@ -49,13 +53,12 @@ from tests.e2e.nodes_support import (
 from tests.refresh.load_pool import MODEL, NODES, PROVIDERS, initial_settings, provider
 
 SEED = 7_500_020
-RUNS = 500
+CLIENTS = 500  # concurrent, each sending runs one after the other
 APPLIES = 20
-# Apply ``i`` waits for ``i * RUNS_PER_APPLY`` answers, so the applies spread over the load
-# and the last one still leaves most of the runs to go.
+# Apply ``i`` waits for ``i * RUNS_PER_APPLY`` answers, so the applies spread over the load.
 RUNS_PER_APPLY = 5
 PER_CLIENT = 25  # connections per httpx client (see above)
-LONG_SHARE = 0.2
+LONG_EVERY = 5  # every fifth run is long-context
 THRESHOLD = 20
 TOKEN_DELAY_MS = 10
 # Every config keeps this many slots enabled (and long slots), so no config, the last one
@@ -63,6 +66,9 @@ TOKEN_DELAY_MS = 10
 MIN_SLOTS = 6
 MIN_LONG_SLOTS = 3
 WAIT_S = 30.0
+# The held stream's reply would take longer than the whole load may (its text is echoed a word
+# every TOKEN_DELAY_MS): it is only ever cut short.
+HELD_PROMPT = " ".join(f"held{n:04}" for n in range(int(WAIT_S * 1000 / TOKEN_DELAY_MS) + 1000))
 
 
 def node(tokens: Tokens, node_id: str, settings: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -90,7 +96,7 @@ def config_with(
         extra_nodes=[node(tokens, second, settings)],
         threshold=THRESHOLD,
     )
-    config["queue"] = {"max_queue": RUNS, "queue_timeout_s": 60}
+    config["queue"] = {"max_queue": CLIENTS, "queue_timeout_s": 60}
     return config
 
 
@@ -151,9 +157,14 @@ class Answer:
     problem: str | None = None
 
 
-def prompt(i: int, long: bool) -> str:
-    words = " ".join(f"long{n:02}" for n in range(10)) if long else "alpha beta gamma delta"
-    return f"run {i} {words}"
+def is_long(i: int) -> bool:
+    return i % LONG_EVERY == 1  # streamed and not: runs alternate
+
+
+def prompt(i: int) -> str:
+    """The prompt of run ``i``, of one length for every ``i``: only ``is_long`` sets its class."""
+    words = " ".join(f"long{n:02}" for n in range(10)) if is_long(i) else "alpha beta gamma delta"
+    return f"run {i:06} {words}"
 
 
 async def chat(client: httpx.AsyncClient, body: dict[str, Any]) -> Answer:
@@ -182,6 +193,19 @@ async def chat(client: httpx.AsyncClient, body: dict[str, Any]) -> Answer:
         answer.problem = json.dumps(events[-3:])
     answer.content = streamed_content(events)
     return answer
+
+
+async def hold_a_run(client: httpx.AsyncClient, admitted: asyncio.Event) -> None:
+    """Stream the held run until cancelled; ``admitted`` is set once its first chunk arrives
+    (or once it fails)."""
+    body = chat_body(MODEL, HELD_PROMPT, stream=True)
+    try:
+        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            assert response.status_code == 200, await response.aread()
+            async for _ in response.aiter_lines():
+                admitted.set()
+    finally:
+        admitted.set()
 
 
 async def open_connections(client: httpx.AsyncClient, count: int) -> None:
@@ -227,24 +251,30 @@ async def test_applies_under_load_fail_no_run_and_leave_every_counter_at_zero(
 ) -> None:
     edge, (public, admin) = load_stack.edge, load_stack.ports
     rng = random.Random(SEED)
-    long_runs = {i for i in range(RUNS) if rng.random() < LONG_SHARE}
-    for i in range(RUNS):
-        estimate = estimate_input_tokens(chat_body(MODEL, prompt(i, i in long_runs)))
-        assert (estimate >= THRESHOLD) == (i in long_runs), (i, estimate)
+    for i in range(LONG_EVERY):
+        estimate = estimate_input_tokens(chat_body(MODEL, prompt(i)))
+        assert (estimate >= THRESHOLD) == is_long(i), (i, estimate)
 
-    answers: list[Answer | None] = [None] * RUNS
+    answers: dict[int, Answer | None] = {}
     progress = asyncio.Condition()
     done = 0
+    applies_done = asyncio.Event()
+    run_numbers = itertools.count()
 
-    async def one_run(client: httpx.AsyncClient, i: int) -> None:
+    async def client_runs(client: httpx.AsyncClient) -> None:
+        """One run, then more until the applies are done: the load outlasts the last apply."""
         nonlocal done
-        body = chat_body(MODEL, prompt(i, i in long_runs), stream=i % 2 == 0)
-        try:
-            answers[i] = await chat(client, body)
-        finally:
-            async with progress:
-                done += 1
-                progress.notify_all()
+        while True:
+            i = next(run_numbers)
+            answers[i] = None  # stays None if the run raises
+            try:
+                answers[i] = await chat(client, chat_body(MODEL, prompt(i), stream=i % 2 == 0))
+            finally:
+                async with progress:
+                    done += 1
+                    progress.notify_all()
+            if applies_done.is_set():
+                return
 
     applied: list[tuple[dict[str, Any], dict[str, Any]]] = []
     after_apply: list[dict[str, Any]] = []
@@ -260,6 +290,7 @@ async def test_applies_under_load_fail_no_run_and_leave_every_counter_at_zero(
             applied.append((config, response.json()))
             # What the Edge runs and holds right after the apply.
             after_apply.append((await operator.get("/status")).json())
+        applies_done.set()
 
     async with contextlib.AsyncExitStack() as stack:
         clients = [
@@ -273,40 +304,48 @@ async def test_applies_under_load_fail_no_run_and_leave_every_counter_at_zero(
                     timeout=httpx.Timeout(WAIT_S),
                 )
             )
-            for _ in range(RUNS // PER_CLIENT)
+            for _ in range(CLIENTS // PER_CLIENT)
         ]
         operator = await stack.enter_async_context(
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{admin}", timeout=WAIT_S)
         )
+        holder = await stack.enter_async_context(
+            httpx.AsyncClient(
+                base_url=edge.base_url, headers=client_headers(tokens), timeout=WAIT_S
+            )
+        )
         for client in clients:
             await open_connections(client, PER_CLIENT)
-        runs = [asyncio.create_task(one_run(clients[i % len(clients)], i)) for i in range(RUNS)]
+        admitted = asyncio.Event()
+        held = asyncio.create_task(hold_a_run(holder, admitted))
+        async with asyncio.timeout(WAIT_S):
+            await admitted.wait()
+        assert not held.done(), held.result()  # result() raises what ended it
+        runs = [asyncio.create_task(client_runs(clients[i % len(clients)])) for i in range(CLIENTS)]
         try:
             async with asyncio.timeout(WAIT_S):
                 await asyncio.gather(applies(operator), *runs)
         finally:
-            for task in runs:
+            for task in [held, *runs]:
                 task.cancel()
-            await asyncio.gather(*runs, return_exceptions=True)
+            await asyncio.gather(held, *runs, return_exceptions=True)
 
     # No run failed: every one got a provider, finished and carried the whole echo.
+    assert len(answers) >= CLIENTS
     problems = {
         i: (a.status, a.problem)
-        for i, a in enumerate(answers)
+        for i, a in answers.items()
         if a is None or a.status != 200 or a.problem
     }
     assert problems == {}
-    wrong = {
-        i: a.content
-        for i, a in enumerate(answers)
-        if a.content != f"echo: {prompt(i, i in long_runs)}"
-    }
+    finished = {i: a for i, a in answers.items() if a is not None}
+    wrong = {i: a.content for i, a in finished.items() if a.content != f"echo: {prompt(i)}"}
     assert wrong == {}
-    classes = {i: a.context_class for i, a in enumerate(answers)}
-    assert classes == {i: "long" if i in long_runs else "normal" for i in range(RUNS)}
+    classes = {i: a.context_class for i, a in finished.items()}
+    assert classes == {i: "long" if is_long(i) else "normal" for i in answers}
 
-    # Every apply was applied while the Edge held runs, took effect at once, and was acked by
-    # every Node whose config it changed.
+    # Every apply was applied while the Edge held runs (the held one at least), took effect at
+    # once, and was acked by every Node whose config it changed.
     statuses = [result["status"] for _, result in applied]
     assert set(statuses) <= {"applied", "no_change"} and "applied" in statuses, statuses
     assert all(busy(state) > 0 for state in after_apply), [busy(s) for s in after_apply]

@@ -123,6 +123,17 @@ Mutation = Callable[[dict[str, Any]], object]
 
 # (mutation, path, op) for every row of the DESIGN §6 table.
 LIVE_CASES: dict[str, tuple[Mutation, str, str]] = {
+    # Left out of the canonical form at their defaults; a diff reads them as if spelled out.
+    "failover max_attempts": (
+        lambda c: c.update(failover={"max_attempts": 5}),
+        "failover.max_attempts",
+        "changed",
+    ),
+    "passive_health cooldown_s": (
+        lambda c: c.update(passive_health={"failures": 3, "window_s": 30.0, "cooldown_s": 60.0}),
+        "passive_health.cooldown_s",
+        "changed",
+    ),
     "provider enabled": (
         lambda c: provider(c, "node-a", "p1").update(enabled=False),
         "nodes[node-a].providers[p1].enabled",
@@ -334,6 +345,18 @@ def test_it_classifies_each_path(mutation: Mutation, path: str, op: str, apply: 
 
     assert [(c.path, c.op, c.apply) for c in result.changes] == [(path, op, apply)]
     assert result.restart_required_paths == ([path] if apply == "restart" else [])
+
+
+def test_a_section_back_at_its_defaults_is_a_live_change_of_its_leaves() -> None:
+    tuned = mutated(
+        lambda c: c.update(passive_health={"failures": 5, "window_s": 30.0, "cooldown_s": 30.0})
+    )
+
+    result = classify(tuned, make_canonical())
+
+    assert [(c.path, c.old, c.new, c.apply) for c in result.changes] == [
+        ("passive_health.failures", 5, 3, "live")
+    ]
 
 
 def test_it_reports_whole_items_and_sorted_served_models() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,15 @@ from django.core.management.base import BaseCommand, CommandParser
 from edge.config import EdgeConfig
 from edge.management.config_file import read_config
 from edge.mirror import import_config
+from edge.runtime import EdgeRuntime
 from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
+from nodes import wire
 
 log = logging.getLogger("edge.run")
 
 # Above the wire's own frame limit, so an oversized frame gets the Edge's error frame.
-WEBSOCKET_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+WEBSOCKET_MAX_MESSAGE_BYTES = wire.MAX_SOCKET_MESSAGE_BYTES
 
 
 class Command(BaseCommand):
@@ -67,13 +70,47 @@ class Command(BaseCommand):
 
         # Twisted declares the interface method without `self`, so mypy shifts its arguments.
         reactor.addSystemEventTrigger("before", "shutdown", flush_usage)  # type: ignore[arg-type]
+        reactor.callWhenRunning(_drain_on_signals, runtime, reactor)
         Server(
             application=application,
             endpoints=[daphne_endpoint(listen) for listen in listens],
-            signal_handlers=True,
+            signal_handlers=False,  # SIGTERM and SIGINT drain instead (_drain_on_signals)
             action_logger=None,
             websocket_max_message_size=WEBSOCKET_MAX_MESSAGE_BYTES,
             websocket_max_frame_size=WEBSOCKET_MAX_MESSAGE_BYTES,
             ready_callable=ready,
             verbosity=0,
         ).run()
+
+
+def _drain_on_signals(runtime: EdgeRuntime, reactor: Any) -> None:
+    """SIGTERM or SIGINT drains the Edge, then stops the reactor (docs/operations.md)."""
+    loop = reactor._asyncioEventloop  # the asyncio loop Twisted's reactor runs on
+    stopping: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: signal.Signals) -> None:
+        if stopping:
+            log.info("%s: already stopping", signum.name)
+            return
+        log.info("%s: stopping", signum.name)
+        stopping.append(loop.create_task(_drain_and_stop(runtime, reactor)))
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+
+async def _drain_and_stop(runtime: EdgeRuntime, reactor: Any) -> None:
+    from twisted.internet.interfaces import IListeningPort
+
+    try:
+        await runtime.drain_requests(settings.IOP_DRAIN_TIMEOUT_S)
+        # No new connections from here on: a Node reconnecting now would only be cut off.
+        for reader in reactor.getReaders():
+            if IListeningPort.providedBy(reader):
+                reader.stopListening()
+        await runtime.close_node_sessions()
+        await runtime.usage.flush()
+    except Exception:
+        log.exception("drain failed; stopping now")
+    finally:
+        reactor.stop()

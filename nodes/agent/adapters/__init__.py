@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from nodes.agent.adapters.base import Adapter, AdapterError, AdapterEvent, Delta, Done
+from nodes.agent.adapters.base import (
+    Adapter,
+    AdapterError,
+    AdapterEvent,
+    Delta,
+    Done,
+    Response,
+)
 from nodes.agent.adapters.echo import EchoAdapter
 from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
 from nodes.wire import AdapterSpec
 
-__all__ = ["Adapter", "AdapterError", "AdapterEvent", "Delta", "Done", "build_adapter"]
+__all__ = [
+    "Adapter",
+    "AdapterError",
+    "AdapterEvent",
+    "Delta",
+    "Done",
+    "Response",
+    "build_adapter",
+]
 
 
 def build_adapter(spec: AdapterSpec) -> Adapter:

@@ -16,28 +16,51 @@ CHARS_PER_TOKEN = 4
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """One OpenAI ``chat.completion.chunk`` whose choices carry ``finish_reason: null``."""
+    """One OpenAI ``chat.completion.chunk`` as the upstream sent it, less its ``usage``."""
 
     chunk: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A whole non-streamed ``chat.completion``, as the upstream sent it."""
+
+    completion: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Done:
     usage: wire.Usage
     finish_reason: str
+    # A relayed chunk already carried the finish_reason (the upstream's own closing chunk).
+    finish_sent: bool = False
 
 
-AdapterEvent = Delta | Done
+AdapterEvent = Delta | Response | Done
 
 
 class AdapterError(Exception):
-    """A run failed; ``code`` is a ``wire.ERROR_*`` code, ``status`` the upstream HTTP status."""
+    """A run failed; ``code`` is a ``wire.ERROR_*`` code, ``status`` the upstream HTTP status.
 
-    def __init__(self, code: str, message: str, status: int | None = None) -> None:
+    ``retry_after`` (seconds) and ``upstream_code`` are the upstream's own ``Retry-After`` and
+    error ``code``, when it sent them: the Edge keeps their meaning for its caller.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        status: int | None = None,
+        *,
+        retry_after: float | None = None,
+        upstream_code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
+        self.retry_after = retry_after
+        self.upstream_code = upstream_code
 
 
 class Adapter(Protocol):
@@ -46,7 +69,7 @@ class Adapter(Protocol):
     probe_interval_s: float | None
 
     def stream(self, request: dict[str, Any], target: str) -> AsyncGenerator[AdapterEvent, None]:
-        """Yield ``Delta``s then one ``Done``, or raise ``AdapterError``.
+        """Yield ``Delta``s or one ``Response``, then one ``Done``; or raise ``AdapterError``.
 
         Cancelling the consuming task must release upstream resources (close the response).
         """
@@ -88,8 +111,13 @@ def make_usage(prompt_tokens: int, completion_tokens: int) -> wire.Usage:
 
 
 def requested_max_tokens(request: dict[str, Any]) -> int | None:
-    """``max_completion_tokens`` (current OpenAI name) or ``max_tokens``; None when unset."""
-    value = request.get("max_completion_tokens", request.get("max_tokens"))
+    """``max_completion_tokens`` (current OpenAI name) or ``max_tokens``; None when unset.
+
+    A null counts as unset, so ``{"max_completion_tokens": null, "max_tokens": 5}`` is 5.
+    """
+    value = request.get("max_completion_tokens")
+    if value is None:
+        value = request.get("max_tokens")
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -2,8 +2,9 @@
 
 The reply is ``"echo: "`` + the text of the last user message, split into word tokens (each token
 keeps its leading whitespace, so the chunks concatenate back to the reply exactly); a streaming
-request gets a chunk per token, a non-streaming one the whole reply in one chunk. Completion
-tokens are the chunks emitted; prompt tokens use the shared character estimate.
+request gets a chunk per token, a non-streaming one a whole ``chat.completion`` (after the same
+wait). Completion tokens are the tokens of the reply; prompt tokens use the shared character
+estimate.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from nodes.agent.adapters.base import (
     AdapterEvent,
     Delta,
     Done,
+    Response,
     estimate_prompt_tokens,
     make_usage,
     message_text,
@@ -58,13 +60,33 @@ class EchoAdapter:
             tokens, finish_reason = tokens[:limit], "length"
         completion_id = f"chatcmpl-echo-{secrets.token_hex(8)}"
         created = int(time.time())
-        # A caller that does not stream gets the whole reply as one delta, after the same wait.
-        pieces = tokens if request.get("stream") is True else ["".join(tokens)]
-        per_piece_s = self._delay_s * len(tokens) / len(pieces) if pieces else 0.0
-        for index, piece in enumerate(pieces):
-            if per_piece_s:
-                await asyncio.sleep(per_piece_s)
-            delta = {"role": "assistant", "content": piece} if index == 0 else {"content": piece}
+        usage = make_usage(estimate_prompt_tokens(messages), len(tokens))
+        if request.get("stream") is not True:
+            if self._delay_s:
+                await asyncio.sleep(self._delay_s * len(tokens))
+            message = {"role": "assistant", "content": "".join(tokens)}
+            choice = {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+            yield Response(
+                {
+                    "id": completion_id,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": target,
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            )
+            yield Done(usage, finish_reason)
+            return
+        for index, token in enumerate(tokens):
+            if self._delay_s:
+                await asyncio.sleep(self._delay_s)
+            delta = {"role": "assistant", "content": token} if index == 0 else {"content": token}
             yield Delta(
                 {
                     "id": completion_id,
@@ -74,7 +96,7 @@ class EchoAdapter:
                     "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
                 }
             )
-        yield Done(make_usage(estimate_prompt_tokens(messages), len(tokens)), finish_reason)
+        yield Done(usage, finish_reason)
 
     async def probe(self) -> tuple[bool, str]:
         return True, "echo"

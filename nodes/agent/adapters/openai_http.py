@@ -1,42 +1,58 @@
-"""The openai_http adapter: calls an OpenAI-compatible HTTP server (vLLM, Ollama, ...).
+"""The openai_http adapter: calls an OpenAI-compatible HTTP server (vLLM, Ollama, llama.cpp, ...).
 
 One aiohttp session per adapter keeps a keep-alive connection pool to the upstream (aiohttp, not
-httpx: measured about ten times the request rate per core here, see docs/benchmarks.md). A
-streaming request is relayed chunk by chunk from the upstream's SSE stream; ``finish_reason`` and
-``usage`` are lifted out of the chunks into the final ``Done`` (the Edge writes the closing chunk
-itself), so deltas always carry ``finish_reason: null``. A non-streaming request is sent
-non-streaming and comes back as one delta.
+httpx: measured about ten times the request rate per core here, see docs/benchmarks.md). What the
+upstream answers is relayed as it sent it: a non-streaming request is sent non-streaming and its
+``chat.completion`` comes back whole as a ``Response``; a streaming request is relayed chunk by
+chunk, the upstream's own closing chunk included (``Done.finish_sent``). Only ``usage`` is taken
+out of the chunks: the upstream is always asked for it (metering needs it), the last one it sends
+goes into ``Done``, and the Edge writes the one usage chunk its caller asked for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import json
+import math
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TypeGuard
 
 import aiohttp
 
 from nodes import wire
 from nodes.agent.adapters.base import (
+    CHARS_PER_TOKEN,
     AdapterError,
     AdapterEvent,
     Delta,
     Done,
+    Response,
     estimate_prompt_tokens,
     make_usage,
+    message_text,
+    requested_max_tokens,
 )
+from nodes.wire.codec import MAX_ERROR_CODE_CHARS, MAX_TOKEN_COUNT
+from nodes.wire.node_config import MAX_TOKENS_PARAMS
 
 _ERROR_BODY_LIMIT = 64 * 1024
+_MAX_RETRY_AFTER_S = 86_400.0  # a day: past that, a hint is no longer a hint
 
 
 class OpenAIHTTPAdapter:
     def __init__(self, spec: wire.AdapterSpec, *, environ: Mapping[str, str] = os.environ) -> None:
         assert spec.base_url is not None  # guaranteed by parse_node_config
         self.id = spec.id
-        self.probe_interval_s: float | None = spec.health_interval_s
+        # Without a probe the answer cannot change: "probed" once.
+        self.probe_interval_s: float | None = (
+            spec.health_interval_s if spec.health_path is not False else None
+        )
         self._base_url = spec.base_url
+        self._health_path = spec.health_path
+        self._max_tokens_param = spec.max_tokens_param
         self._headers = {}
         # The key stays on the Node: the config names the variable, never the value.
         api_key = environ.get(spec.api_key_env) if spec.api_key_env else None
@@ -64,6 +80,8 @@ class OpenAIHTTPAdapter:
     ) -> AsyncGenerator[AdapterEvent, None]:
         streaming = request.get("stream") is True
         body = {**request, "model": target, "stream": streaming}
+        if self._max_tokens_param is not None:
+            _send_max_tokens_as(body, self._max_tokens_param)
         if streaming:
             options = request.get("stream_options")
             body["stream_options"] = {
@@ -84,8 +102,9 @@ class OpenAIHTTPAdapter:
                             async for event in events:
                                 yield event
                     else:
-                        for event in _single(await _read_json(response), request):
-                            yield event
+                        completion = await _read_completion(response)
+                        yield Response(completion)
+                        yield _completion_done(completion, request)
                 except BaseException:
                     # Cancelled or failed mid-body: close the connection, the upstream sees it.
                     response.close()
@@ -104,20 +123,32 @@ class OpenAIHTTPAdapter:
             ) from None
 
     async def probe(self) -> tuple[bool, str]:
+        if self._health_path is False:
+            return True, "not probed (health_path: false)"
+        what = f"GET {self._health_path}"
         try:
-            async with self._client().get(f"{self._base_url}/models") as response:
+            async with self._client().get(f"{self._base_url}{self._health_path}") as response:
                 await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return False, f"GET /models failed: {_describe(exc)}"
+            return False, f"{what} failed: {_describe(exc)}"
         healthy = 200 <= response.status < 300
-        return healthy, f"GET /models: HTTP {response.status}"
+        return healthy, f"{what}: HTTP {response.status}"
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
 
 
-async def _read_json(response: aiohttp.ClientResponse) -> dict[str, Any]:
+def _send_max_tokens_as(body: dict[str, Any], param: str) -> None:
+    """The caller's output-token limit under ``param``, for servers that know only that name."""
+    limit = requested_max_tokens(body)
+    for key in MAX_TOKENS_PARAMS:
+        body.pop(key, None)
+    if limit is not None:
+        body[param] = limit
+
+
+async def _read_completion(response: aiohttp.ClientResponse) -> dict[str, Any]:
     try:
         body = await response.json(content_type=None)
     except ValueError:
@@ -126,71 +157,113 @@ async def _read_json(response: aiohttp.ClientResponse) -> dict[str, Any]:
         raise AdapterError(wire.ERROR_UPSTREAM, "upstream answered with a non-object")
     if body.get("error"):
         raise AdapterError(wire.ERROR_UPSTREAM, f"upstream error: {_error_message(body)}")
+    if not isinstance(body.get("choices"), list):
+        raise AdapterError(wire.ERROR_UPSTREAM, "upstream answered without a choices list")
     return body
 
 
-def _single(completion: dict[str, Any], request: dict[str, Any]) -> list[AdapterEvent]:
-    """A non-streamed completion as one delta and the final ``Done``."""
-    choices = completion.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    message = choice.get("message") if isinstance(choice, dict) else None
-    message = message if isinstance(message, dict) else {}
-    delta = {key: value for key, value in message.items() if value is not None}
-    delta.setdefault("role", "assistant")
-    chunk = {
-        "id": completion.get("id", "chatcmpl-upstream"),
-        "object": "chat.completion.chunk",
-        "created": completion.get("created", 0),
-        "model": completion.get("model", ""),
-        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-    }
-    content_chunks = 1 if delta.get("content") or delta.get("tool_calls") else 0
-    usage = _usage(completion.get("usage"), request, content_chunks)
-    finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
-    return [Delta(chunk), Done(usage, finish_reason or "stop")]
+def _completion_done(completion: dict[str, Any], request: dict[str, Any]) -> Done:
+    """The ``Done`` after a whole completion: its usage (or an estimate) and first finish."""
+    choices = completion["choices"]
+    first = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = first.get("message")
+    text = message_text(message.get("content")) if isinstance(message, dict) else ""
+    estimate = math.ceil(len(text) / CHARS_PER_TOKEN)
+    reason = first.get("finish_reason")
+    return Done(
+        _usage(completion.get("usage"), request, estimate),
+        reason if isinstance(reason, str) and reason else "stop",
+    )
+
+
+class _Tally:
+    """What a relayed stream has said so far: its last usage, and each choice's finish_reason."""
+
+    def __init__(self) -> None:
+        self.usage: dict[str, Any] | None = None
+        self.finishes: dict[int, str] = {}  # choice index -> its finish_reason, once relayed
+        self.indices: set[int] = set()
+        self.content_chunks = 0  # for the usage estimate, when the upstream sends none
+
+    def take(self, chunk: dict[str, Any]) -> bool:
+        """Lift ``usage`` out of ``chunk`` and note its choices; False if nothing is left to relay.
+
+        Usage is never relayed: the Edge writes one usage chunk, when its caller asks for it
+        (LiteLLM sends two; the last one counts).
+        """
+        if "usage" in chunk:
+            reported = chunk.pop("usage")
+            if isinstance(reported, dict):
+                self.usage = reported
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return False  # the usage-only chunk, or a keep-alive
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            index = index if isinstance(index, int) else 0
+            self.indices.add(index)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finishes.setdefault(index, reason)
+            delta = choice.get("delta")
+            if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")):
+                self.content_chunks += 1
+        return True
+
+    @property
+    def every_choice_finished(self) -> bool:
+        return bool(self.finishes) and self.indices <= self.finishes.keys()
+
+    def done(self, request: dict[str, Any]) -> Done:
+        reason = self.finishes.get(0) or next(iter(self.finishes.values()), "stop")
+        usage = _usage(self.usage, request, self.content_chunks)
+        return Done(usage, reason, finish_sent=bool(self.finishes))
 
 
 async def _relay(
     response: aiohttp.ClientResponse, request: dict[str, Any]
 ) -> AsyncGenerator[AdapterEvent, None]:
-    finish_reason: str | None = None
-    usage: Any = None
-    content_chunks = 0
-    finished = False
-    async with contextlib.aclosing(_sse_data(_lines(response))) as payloads:
-        async for payload in payloads:
-            if payload == "[DONE]" or finished:
-                # Read on to the end of the body: a fully read response returns its
-                # connection to the pool instead of being closed.
-                finished = True
-                continue
-            chunk = _parse_chunk(payload)
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            choices = chunk.get("choices")
-            if not choices or not isinstance(choices, list):
-                continue  # the usage-only chunk, or a keep-alive
-            reasons = [c.get("finish_reason") for c in choices if isinstance(c, dict)]
-            if any(reasons):
-                finish_reason = next(reason for reason in reasons if reason)
-                choices = [
-                    {**c, "finish_reason": None}
-                    for c in choices
-                    if isinstance(c, dict) and _carries_something(c.get("delta"))
-                ]
-                if not choices:
-                    continue
-                chunk = {**chunk, "choices": choices}
-            delta = choices[0].get("delta") if isinstance(choices[0], dict) else None
-            if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")):
-                content_chunks += 1
-            yield Delta(chunk)
-    if not finished and finish_reason is None:
+    tally = _Tally()
+    delivered_done = False
+    try:
+        async with (
+            contextlib.aclosing(_lines(response)) as lines,
+            contextlib.aclosing(_sse_data(lines)) as payloads,
+        ):
+            async for payload in payloads:
+                if payload == "[DONE]":
+                    delivered_done = True
+                    break
+                chunk = _parse_chunk(payload)
+                if tally.take(chunk):
+                    yield Delta(chunk)
+    except aiohttp.ClientPayloadError:
+        # The body was cut. Once every choice has its finish_reason nothing is missing (but the
+        # usage, then estimated), and aiohttp may raise the cut before handing out a [DONE] it
+        # still holds.
+        if not tally.every_choice_finished:
+            raise
+    if delivered_done:
+        await _read_rest(response)
+    elif not tally.finishes:
         raise AdapterError(wire.ERROR_UPSTREAM, "upstream stream ended before completion")
-    yield Done(_usage(usage, request, content_chunks), finish_reason or "stop")
+    yield tally.done(request)
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+async def _read_rest(response: aiohttp.ClientResponse) -> None:
+    """Read on to the end of the body, so its connection can go back to the pool.
+
+    A stream that delivered ``[DONE]`` is done, whatever follows: a server that then cuts the
+    body (llama.cpp ends every stream so) has answered in full.
+    """
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+        async for _ in response.content.iter_any():
+            pass
+
+
+async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[str, None]:
     async for raw in response.content:
         yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
@@ -210,11 +283,6 @@ async def _sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
         yield "\n".join(data)
 
 
-def _carries_something(delta: Any) -> bool:
-    """A finishing chunk is relayed only if its delta still says something (often it is empty)."""
-    return isinstance(delta, dict) and any(value not in (None, "") for value in delta.values())
-
-
 def _parse_chunk(payload: str) -> dict[str, Any]:
     try:
         chunk = json.loads(payload)
@@ -227,20 +295,35 @@ def _parse_chunk(payload: str) -> dict[str, Any]:
     return chunk
 
 
-def _usage(reported: Any, request: dict[str, Any], content_chunks: int) -> wire.Usage:
-    """The upstream's usage when it sent one; otherwise an estimate (one token per chunk)."""
+def _usage(reported: Any, request: dict[str, Any], completion_estimate: int) -> wire.Usage:
+    """The upstream's usage (its detail objects kept) when it sent one; otherwise an estimate."""
     if isinstance(reported, dict):
         prompt = reported.get("prompt_tokens")
         completion = reported.get("completion_tokens")
-        if type(prompt) is int and type(completion) is int:
-            return make_usage(prompt, completion)
-    return make_usage(estimate_prompt_tokens(request.get("messages")), content_chunks)
+        if _token_count(prompt) and _token_count(completion):
+            usage = make_usage(prompt, completion)
+            total = reported.get("total_tokens")
+            if _token_count(total):
+                usage["total_tokens"] = total
+            if isinstance(details := reported.get("prompt_tokens_details"), dict):
+                usage["prompt_tokens_details"] = details
+            if isinstance(details := reported.get("completion_tokens_details"), dict):
+                usage["completion_tokens_details"] = details
+            return usage
+    return make_usage(estimate_prompt_tokens(request.get("messages")), completion_estimate)
+
+
+def _token_count(value: Any) -> TypeGuard[int]:
+    """A count the wire takes (an int, not a bool, 0 to 2**31 - 1)."""
+    return type(value) is int and 0 <= value <= MAX_TOKEN_COUNT
 
 
 async def _upstream_error(response: aiohttp.ClientResponse) -> AdapterError:
     body = await response.content.read(_ERROR_BODY_LIMIT)
+    envelope: Any = None
     try:
-        message = _error_message(json.loads(body))
+        envelope = json.loads(body)
+        message = _error_message(envelope)
     except ValueError:
         message = body[:500].decode(errors="replace").strip()
     message = message or response.reason or ""
@@ -248,7 +331,37 @@ async def _upstream_error(response: aiohttp.ClientResponse) -> AdapterError:
         wire.ERROR_UPSTREAM,
         f"upstream HTTP {response.status}: {message}",
         status=response.status,
+        retry_after=_retry_after(response.headers.get("Retry-After")),
+        upstream_code=_error_code(envelope),
     )
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header: delay-seconds or an HTTP date; None if neither."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None  # not an HTTP date (those are always GMT)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER_S)
+
+
+def _error_code(envelope: Any) -> str | None:
+    """The ``error.code`` of an OpenAI error envelope, when it is a short string."""
+    error = envelope.get("error") if isinstance(envelope, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if isinstance(code, str) and 0 < len(code) <= MAX_ERROR_CODE_CHARS:
+        return code
+    return None
 
 
 def _error_message(body: Any) -> str:

@@ -861,8 +861,8 @@ def test_it_reports_every_independent_problem_at_once() -> None:
             {"": 1},
             ConfigIssue(
                 "''",
-                "unknown key; known keys: version, edge, control_plane, openai, queue, nodes, "
-                "models",
+                "unknown key; known keys: version, edge, control_plane, openai, queue, failover, "
+                "passive_health, nodes, models",
             ),
         ),
         (

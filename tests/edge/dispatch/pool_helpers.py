@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
 
-from edge.dispatch import Lease, ModelSpec, PoolSnapshot, ProviderPool, ProviderSpec
+from edge.dispatch import (
+    Lease,
+    ModelSpec,
+    PassiveHealthPolicy,
+    PoolSnapshot,
+    ProviderPool,
+    ProviderSpec,
+)
 
 NODE_A = "node-a"
 NODE_B = "node-b"
@@ -43,13 +50,14 @@ def make_snapshot(
     providers: Iterable[ProviderSpec],
     models: Mapping[str, Iterable[str]],
     threshold: int = THRESHOLD,
+    passive_health: PassiveHealthPolicy | None = None,
 ) -> PoolSnapshot:
     """``models``: model id -> the provider ids it routes to, each serving ``<model>@<p>``."""
     specs = tuple(
         ModelSpec(id=model, routes={p: f"{model}@{p}" for p in provider_ids})
         for model, provider_ids in models.items()
     )
-    return PoolSnapshot(tuple(providers), specs, threshold)
+    return PoolSnapshot(tuple(providers), specs, threshold, passive_health or PassiveHealthPolicy())
 
 
 def make_pool(

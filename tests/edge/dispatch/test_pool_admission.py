@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edge.dispatch import (
+    ContextTooLong,
     DispatchError,
     ModelNotFound,
     NoProviderAvailable,
@@ -227,11 +228,27 @@ async def test_it_gives_no_long_request_to_a_provider_with_zero_long_slots() -> 
     assert (await pool.acquire("chat", SHORT_TOKENS)).provider_id == "p-none"
 
 
-async def test_it_does_not_count_a_zero_slot_provider_as_one_that_would_serve_long() -> None:
+async def test_a_long_request_no_provider_of_the_model_ever_takes_is_too_long() -> None:
     pool = make_pool([make_provider("p1", capacity=4, long_slots=0)], {"chat": ["p1"]})
 
-    with pytest.raises(NoProviderAvailable):
+    with pytest.raises(ContextTooLong) as error:
         await pool.acquire("chat", LONG_TOKENS)
+
+    assert (error.value.status, error.value.code) == (400, "context_length_exceeded")
+    assert error.value.retry_after is None
+
+
+async def test_it_does_not_count_a_zero_slot_provider_as_one_that_would_serve_long() -> None:
+    pool = make_pool(
+        [make_provider("p1", capacity=4, long_slots=0), make_provider("p2", long_slots=1)],
+        {"chat": ["p1", "p2"]},
+    )
+    pool.set_provider_health("p2", False)
+
+    with pytest.raises(NoProviderAvailable) as error:
+        await pool.acquire("chat", LONG_TOKENS)
+
+    assert error.value.reasons == (("p1", "takes no long requests"), ("p2", "unhealthy"))
 
 
 async def test_it_caps_long_requests_at_the_long_slots_and_holds_a_normal_slot_too() -> None:

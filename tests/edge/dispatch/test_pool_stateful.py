@@ -4,7 +4,8 @@ The event loop runs on a virtual clock: each step calls the pool, then lets the 
 bounded number of turns, so timeouts fire exactly when the clock is advanced and nothing depends
 on real time. After every step it checks: counters equal the leases held; admissions respect the
 capacity and long slots in force; no waiter is lost, admitted twice or passed out of order; no
-waiter sits while a slot it could take is free. At the end every counter is back to zero.
+waiter sits while a slot it could take is free; no request gets a provider it excludes (a run
+failing over). At the end every counter is back to zero.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from edge.dispatch import (
+    ContextTooLong,
     DispatchError,
     Lease,
     ModelNotFound,
@@ -55,6 +57,7 @@ class Request:
     task: asyncio.Task
     enqueued_at: float
     timeout_s: float | None = None
+    exclude: frozenset[str] = frozenset()  # a run failing over
 
 
 class PoolMachine(RuleBasedStateMachine):
@@ -129,11 +132,13 @@ class PoolMachine(RuleBasedStateMachine):
             return False
         return not long or params.long_slots is None or long_in_flight[pid] < params.long_slots
 
-    def serving(self, model: str, long: bool) -> list[str]:
+    def serving(self, model: str, long: bool, exclude: frozenset[str] = frozenset()) -> list[str]:
         return [
             pid
             for pid in self.routes(model)
-            if self.usable(pid) and (not long or self.params[pid].long_slots != 0)
+            if self.usable(pid)
+            and (not long or self.params[pid].long_slots != 0)
+            and pid not in exclude
         ]
 
     # -- driving the loop --------------------------------------------------------------------
@@ -180,11 +185,21 @@ class PoolMachine(RuleBasedStateMachine):
         for long in longs:
             self.acquire_one(model, long)
 
-    def acquire_one(self, model: str, long: bool) -> None:
-        expected = self.expected_admission(model, long)
+    @rule(
+        model=st.sampled_from(sorted(ROUTES)),
+        long=st.booleans(),
+        data=st.data(),
+    )
+    def acquire_excluding(self, model: str, long: bool, data: st.DataObject) -> None:
+        """A run failing over: some of the model's providers failed it already."""
+        exclude = data.draw(st.frozensets(st.sampled_from(ROUTES[model]), min_size=1))
+        self.acquire_one(model, long, exclude)
+
+    def acquire_one(self, model: str, long: bool, exclude: frozenset[str] = frozenset()) -> None:
+        expected = self.expected_admission(model, long, exclude)
         self.seq += 1
-        task = self.loop.create_task(self.pool.acquire(model, TOKENS[long]))
-        request = Request(self.seq, model, long, task, self.now)
+        task = self.loop.create_task(self.pool.acquire(model, TOKENS[long], exclude))
+        request = Request(self.seq, model, long, task, self.now, exclude=exclude)
         self.waiting.append(request)
         admitted, failed = self.settle()
         if isinstance(expected, set):
@@ -199,15 +214,19 @@ class PoolMachine(RuleBasedStateMachine):
             assert [(r, type(e)) for r, e in failed] == [(request, expected)] and not admitted
         self.check_state()
 
-    def expected_admission(self, model: str, long: bool) -> set[str] | float | type:
+    def expected_admission(
+        self, model: str, long: bool, exclude: frozenset[str]
+    ) -> set[str] | float | type:
         """Providers it may get, or the timeout it will wait with, or the error it must get."""
         if model not in self.models:
             return ModelNotFound
-        free = [pid for pid in self.routes(model) if self.is_free(pid, long)]
+        free = [pid for pid in self.routes(model) if self.is_free(pid, long) and pid not in exclude]
+        if long and all(self.params[pid].long_slots == 0 for pid in self.routes(model)):
+            return ContextTooLong
         if free:
             best = min(self.params[pid].priority for pid in free)
             return {pid for pid in free if self.params[pid].priority == best}
-        serving = self.serving(model, long)
+        serving = self.serving(model, long, exclude)
         if not serving:
             return NoProviderAvailable
         queued = sum(1 for r in self.waiting if r.model == model)
@@ -308,6 +327,8 @@ class PoolMachine(RuleBasedStateMachine):
             self.ready.add(node)
         else:
             self.ready.discard(node)
+            # Its next session starts healthy until reported.
+            self.unhealthy -= {pid for pid in self.listed if NODE_OF[pid] == node}
         self.pool.set_node_ready(node, ready)
         self.step()
 
@@ -327,13 +348,16 @@ class PoolMachine(RuleBasedStateMachine):
                 assert params.long_slots != 0
                 assert params.long_slots is None or long_in_flight[pid] <= params.long_slots
             assert abs(lease.queued_ms - (self.now - request.enqueued_at) * 1000) < 1e-6
+            assert pid not in request.exclude
             for older in self.waiting:
                 if older.seq > request.seq:
                     continue
-                # FIFO within the model and class, and across models for the slot it took.
-                assert not (older.model == request.model and older.long == request.long)
+                # FIFO within the model and class, and across models for the slot it took,
+                # for every older waiter that does not exclude that provider.
                 could_take = not older.long or request.long
-                assert not (pid in self.routes(older.model) and could_take)
+                assert not (
+                    pid in self.routes(older.model) and could_take and pid not in older.exclude
+                )
 
     def check_waiter_failures(self, failed: list[tuple[Request, BaseException]]) -> None:
         for request, error in failed:
@@ -341,7 +365,7 @@ class PoolMachine(RuleBasedStateMachine):
             if isinstance(error, ModelNotFound):
                 assert request.model not in self.models
             elif isinstance(error, NoProviderAvailable):
-                assert not self.serving(request.model, request.long)
+                assert not self.serving(request.model, request.long, request.exclude)
             else:
                 assert isinstance(error, QueueTimeout)
                 assert request.timeout_s is not None
@@ -365,8 +389,9 @@ class PoolMachine(RuleBasedStateMachine):
             assert figures.long_queue_depth == sum(1 for r in mine if r.long)
         for request in self.waiting:
             assert request.model in self.models
-            assert self.serving(request.model, request.long)
-            assert not any(self.is_free(pid, request.long) for pid in self.routes(request.model))
+            assert self.serving(request.model, request.long, request.exclude)
+            candidates = [pid for pid in self.routes(request.model) if pid not in request.exclude]
+            assert not any(self.is_free(pid, request.long) for pid in candidates)
             assert request.timeout_s is not None
             assert self.now - request.enqueued_at < request.timeout_s
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from nodes.agent.adapters import AdapterError, Delta, Done
+from nodes.agent.adapters import AdapterError, Delta, Done, Response
 from nodes.agent.adapters.echo import EchoAdapter
 from nodes.wire import AdapterSpec
 
@@ -109,12 +109,27 @@ async def test_it_is_always_healthy() -> None:
     assert adapter.probe_interval_s is None
 
 
-async def test_it_answers_a_non_streaming_request_in_one_chunk_with_the_same_usage() -> None:
-    request = {"messages": [{"role": "user", "content": "one two three"}]}
+async def test_it_answers_a_non_streaming_request_with_a_whole_completion_and_the_same_usage() -> (
+    None
+):
+    request = {"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 3}
 
     streamed = await collect(request)
-    whole = await collect(request, stream=False)
+    whole = await collect(request, stream=False, target="echo-tiny")
 
-    assert len(whole) == 2
-    assert text_of(whole) == text_of(streamed) == "echo: one two three"
+    assert [type(e) for e in whole] == [Response, Done]
+    completion = whole[0].completion
+    assert completion["object"] == "chat.completion"
+    assert completion["model"] == "echo-tiny"
+    assert completion["id"].startswith("chatcmpl-")
+    assert completion["choices"] == [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "echo: one two"},
+            "logprobs": None,
+            "finish_reason": "length",
+        }
+    ]
+    assert text_of(streamed) == "echo: one two"
+    assert completion["usage"] == whole[-1].usage
     assert whole[-1] == streamed[-1]

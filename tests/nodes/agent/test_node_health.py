@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
 
 from nodes.agent.health import HealthMap, HealthMonitor
 from nodes.agent.registry import Registry, RegistryEntry
@@ -60,8 +63,9 @@ async def test_it_reports_every_provider_once_probed() -> None:
         ScriptedAdapter("vllm", [(False, "GET /models: HTTP 503")], 60),
         providers={"p1": "echo", "p2": "vllm", "p3": "vllm"},
     )
-    [first] = await reports_of(registry, 1)
-    assert first == {
+    # One report per adapter as its probe answers; the last one covers every provider.
+    *_, last = await reports_of(registry, 2)
+    assert last == {
         "p1": (True, "echo"),
         "p2": (False, "GET /models: HTTP 503"),
         "p3": (False, "GET /models: HTTP 503"),
@@ -83,3 +87,37 @@ async def test_a_failing_probe_means_unhealthy() -> None:
     )
     [report] = await reports_of(registry, 1)
     assert report == {"p": (False, "probe failed: boom")}
+
+
+class HangingAdapter(ScriptedAdapter):
+    """An upstream that accepts the probe and never answers it."""
+
+    def __init__(self, adapter_id: str) -> None:
+        super().__init__(adapter_id, [], 60)
+
+    async def probe(self) -> tuple[bool, str]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_probe_that_never_answers_holds_back_only_its_own_providers() -> None:
+    registry = registry_of(
+        HangingAdapter("stuck"),
+        ScriptedAdapter("echo", [(True, "echo")], None),
+        ScriptedAdapter("vllm", [(False, "GET /models: HTTP 404")], 60),
+        providers={"p-stuck": "stuck", "p-echo": "echo", "p-vllm": "vllm"},
+    )
+    reports = await reports_of(registry, 2)
+    assert reports[-1] == {"p-echo": (True, "echo"), "p-vllm": (False, "GET /models: HTTP 404")}
+    assert all("p-stuck" not in report for report in reports)
+
+
+async def test_it_logs_why_an_adapter_is_unhealthy(caplog: pytest.LogCaptureFixture) -> None:
+    registry = registry_of(
+        ScriptedAdapter("vllm", [(False, "GET /models: HTTP 404")], None), providers={"p": "vllm"}
+    )
+    with caplog.at_level(logging.INFO, logger="nodes.agent.health"):
+        await reports_of(registry, 1)
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == "adapter vllm is unhealthy: GET /models: HTTP 404"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from nodes import wire
+from nodes.agent.adapters import Delta, Done
 from nodes.agent.session import AGENT_VERSION, EdgeSession
 
 
@@ -56,6 +58,53 @@ async def test_it_streams_a_run_as_run_events(edge: Any, start_agent: Any, fakes
     assert all(d["model"] == "echo-small" for d in deltas)
     assert done["data"]["finish_reason"] == "stop"
     assert done["data"]["usage"]["completion_tokens"] == len(deltas) == 3
+
+
+async def test_it_sends_a_whole_answer_as_one_response_then_done(
+    edge: Any, start_agent: Any, fakes: Any
+) -> None:
+    async with start_agent():
+        connection = await edge.next_connection()
+        await connection.handshake(fakes.make_node())
+        await connection.send(fakes.run_request("r1", "hello world", stream=False))
+        done = await connection.expect("run.event", run_id="r1", event="done")
+    [response, _] = connection.run_events("r1")
+    assert response["event"] == "response"
+    completion = response["data"]
+    assert completion["object"] == "chat.completion"
+    assert completion["choices"][0]["message"]["content"] == "echo: hello world"
+    assert completion["usage"] == done["data"]["usage"]
+    assert "finish_sent" not in done["data"]
+
+
+class ClosingAdapter:
+    """Relays an upstream's own closing chunk, as openai_http does."""
+
+    probe_interval_s = None
+
+    def __init__(self, spec: wire.AdapterSpec) -> None:
+        self.id = spec.id
+
+    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[Any]:
+        yield Delta({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        yield Done({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}, "length", True)
+
+    async def probe(self) -> tuple[bool, str]:
+        return True, "closing"
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_its_done_says_when_the_closing_chunk_was_relayed(
+    edge: Any, start_agent: Any, fakes: Any
+) -> None:
+    async with start_agent(adapter_factory=ClosingAdapter):
+        connection = await edge.next_connection()
+        await connection.handshake(fakes.make_node())
+        await connection.send(fakes.run_request("r1"))
+        done = await connection.expect("run.event", run_id="r1", event="done")
+    assert (done["data"]["finish_reason"], done["data"]["finish_sent"]) == ("length", True)
 
 
 @pytest.mark.parametrize(

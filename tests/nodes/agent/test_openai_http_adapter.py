@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nodes.agent.adapters import AdapterError, Delta, Done
+from nodes.agent.adapters import AdapterError, Delta, Done, Response
 from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
 from nodes.wire import AdapterSpec
 
@@ -28,14 +28,27 @@ def chunk(content: str | None = None, finish: str | None = None, **delta: Any) -
     }
 
 
-USAGE_CHUNK = {
-    "id": "chatcmpl-up",
-    "object": "chat.completion.chunk",
-    "created": 1,
-    "model": "llama",
-    "choices": [],
-    "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+USAGE = {
+    "prompt_tokens": 11,
+    "completion_tokens": 2,
+    "total_tokens": 13,
+    "prompt_tokens_details": {"cached_tokens": 8},
+    "completion_tokens_details": {"reasoning_tokens": 1},
 }
+
+
+def usage_chunk(**usage: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-up",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "llama",
+        "choices": [],
+        "usage": {**USAGE, **usage},
+    }
+
+
+USAGE_CHUNK = usage_chunk()
 
 
 def sse(*events: Any) -> bytes:
@@ -49,6 +62,24 @@ def stream_reply(*events: Any) -> Reply:
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
         )
         writer.write(sse(*events))
+        await writer.drain()
+
+    return reply
+
+
+def chunked_stream_reply(*events: Any, cut: bool = False) -> Reply:
+    """SSE in HTTP chunks on a keep-alive connection; ``cut`` drops it before the last chunk."""
+
+    async def reply(up: FakeUpstream, reader: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        for event in events:
+            data = sse(event)
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        if not cut:
+            writer.write(b"0\r\n\r\n")
         await writer.drain()
 
     return reply
@@ -85,9 +116,13 @@ class FakeUpstream:
         self.requests: list[dict[str, Any]] = []
         self.chat_reply: Reply = stream_reply(chunk("hi"), chunk(finish="stop"), "[DONE]")
         self.models_status = 200
+        self.probe_path = "/models"
         self.client_went_away = asyncio.Event()
+        self.keep_alive = False  # serve further requests on the same connection
+        self.connections = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode()
@@ -104,7 +139,7 @@ class FakeUpstream:
                         "json": json.loads(body) if body else None,
                     }
                 )
-                if path.endswith("/models"):
+                if path.endswith(self.probe_path):
                     payload = b'{"object": "list", "data": []}'
                     writer.write(
                         f"HTTP/1.1 {self.models_status} X\r\nContent-Type: application/json\r\n"
@@ -114,7 +149,8 @@ class FakeUpstream:
                     await writer.drain()
                     continue
                 await self.chat_reply(self, reader, writer)
-                return
+                if not self.keep_alive:
+                    return
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -131,7 +167,9 @@ async def upstream() -> AsyncIterator[FakeUpstream]:
         yield fake
 
 
-def make_adapter(base_url: str, environ: dict[str, str] | None = None) -> OpenAIHTTPAdapter:
+def make_adapter(
+    base_url: str, environ: dict[str, str] | None = None, **options: Any
+) -> OpenAIHTTPAdapter:
     spec = AdapterSpec(
         id="vllm",
         type="openai_http",
@@ -139,6 +177,7 @@ def make_adapter(base_url: str, environ: dict[str, str] | None = None) -> OpenAI
         api_key_env="UPSTREAM_KEY",
         timeout_s=5.0,
         health_interval_s=1.0,
+        **options,
     )
     return OpenAIHTTPAdapter(spec, environ={} if environ is None else environ)
 
@@ -157,25 +196,32 @@ async def collect(adapter: OpenAIHTTPAdapter, request: dict[str, Any] = REQUEST)
         await adapter.aclose()
 
 
-async def test_it_streams_deltas_then_done_with_upstream_usage(upstream: FakeUpstream) -> None:
+async def test_it_relays_each_chunk_as_sent_and_lifts_the_usage_into_done(
+    upstream: FakeUpstream,
+) -> None:
+    logprobs = {"content": [{"token": "hmm", "logprob": -0.1, "bytes": [104, 109, 109]}]}
+    thinking = chunk(reasoning_content="hmm")
+    thinking["choices"][0]["logprobs"] = logprobs
+    finish = {**chunk(finish="stop"), "system_fingerprint": "fp_1"}
     upstream.chat_reply = stream_reply(
         chunk("", role="assistant"),
         chunk("Hel"),
-        chunk("lo"),
-        chunk(finish="stop"),
+        {**chunk("lo"), "usage": None},
+        thinking,
+        finish,
         USAGE_CHUNK,
         "[DONE]",
     )
     events = await collect(make_adapter(upstream.base_url, {"UPSTREAM_KEY": "sk-test"}))
 
-    deltas = [e.chunk["choices"][0]["delta"] for e in events if isinstance(e, Delta)]
-    assert deltas == [{"role": "assistant", "content": ""}, {"content": "Hel"}, {"content": "lo"}]
-    assert all(
-        e.chunk["choices"][0]["finish_reason"] is None for e in events if isinstance(e, Delta)
-    )
-    assert events[-1] == Done(
-        {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}, "stop"
-    )
+    assert [e.chunk for e in events[:-1]] == [
+        chunk("", role="assistant"),
+        chunk("Hel"),
+        chunk("lo"),  # its usage key taken out
+        thinking,
+        finish,  # the upstream's own closing chunk
+    ]
+    assert events[-1] == Done(USAGE, "stop", finish_sent=True)
     sent = upstream.requests[0]
     assert (sent["method"], sent["path"]) == ("POST", "/v1/chat/completions")
     assert sent["headers"]["authorization"] == "Bearer sk-test"
@@ -185,7 +231,44 @@ async def test_it_streams_deltas_then_done_with_upstream_usage(upstream: FakeUps
     assert sent["json"]["messages"] == REQUEST["messages"]
 
 
-async def test_it_sends_a_non_streaming_request_as_one_and_answers_with_one_delta(
+async def test_it_keeps_only_the_last_of_several_usage_reports(upstream: FakeUpstream) -> None:
+    # LiteLLM sends two usage chunks; a server may also put usage on a content chunk.
+    upstream.chat_reply = stream_reply(
+        {**chunk("a"), "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}},
+        chunk(finish="stop"),
+        usage_chunk(completion_tokens=3, total_tokens=14),
+        usage_chunk(),
+        "[DONE]",
+    )
+    events = await collect(make_adapter(upstream.base_url))
+
+    assert [e.chunk for e in events[:-1]] == [chunk("a"), chunk(finish="stop")]
+    assert events[-1] == Done(USAGE, "stop", finish_sent=True)
+
+
+async def test_it_relays_every_choice_of_n_and_reports_the_first_ones_finish(
+    upstream: FakeUpstream,
+) -> None:
+    def choices(*items: dict[str, Any]) -> dict[str, Any]:
+        return {**chunk(), "choices": list(items)}
+
+    def choice(index: int, finish: str | None = None, **delta: Any) -> dict[str, Any]:
+        return {"index": index, "delta": delta, "finish_reason": finish}
+
+    replies = [
+        choices(choice(0, content="a"), choice(1, content="b")),
+        choices(choice(1, "length")),
+        choices(choice(0, "stop")),
+    ]
+    upstream.chat_reply = stream_reply(*replies, "[DONE]")
+    events = await collect(make_adapter(upstream.base_url), {**REQUEST, "n": 2})
+
+    assert [e.chunk for e in events[:-1]] == replies
+    assert (events[-1].finish_reason, events[-1].finish_sent) == ("stop", True)
+    assert upstream.requests[0]["json"]["n"] == 2
+
+
+async def test_it_sends_a_non_streaming_request_as_one_and_answers_with_the_whole_completion(
     upstream: FakeUpstream,
 ) -> None:
     completion = {
@@ -193,28 +276,56 @@ async def test_it_sends_a_non_streaming_request_as_one_and_answers_with_one_delt
         "object": "chat.completion",
         "created": 1,
         "model": "llama-3-8b",
+        "system_fingerprint": "fp_1",
+        "service_tier": "default",
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": "Hello"},
+                "message": {
+                    "role": "assistant",
+                    "content": "Hello",
+                    "reasoning_content": "greet",
+                    "refusal": None,
+                },
+                "logprobs": {"content": [{"token": "Hello", "logprob": -0.2}]},
                 "finish_reason": "length",
             }
         ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        "usage": USAGE,
     }
     upstream.chat_reply = json_reply(200, json.dumps(completion).encode())
     request = {**REQUEST, "stream": False, "stream_options": {"include_usage": True}}
 
     events = await collect(make_adapter(upstream.base_url), request)
 
-    assert [e.chunk["choices"][0] for e in events[:-1]] == [
-        {"index": 0, "delta": {"role": "assistant", "content": "Hello"}, "finish_reason": None}
-    ]
-    assert events[-1] == Done(
-        {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}, "length"
-    )
+    assert events == [Response(completion), Done(USAGE, "length")]
     sent = upstream.requests[0]["json"]
     assert sent["stream"] is False and "stream_options" not in sent
+
+
+async def test_it_estimates_the_usage_of_a_completion_that_reports_none(
+    upstream: FakeUpstream,
+) -> None:
+    completion = {
+        "id": "c",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "x" * 10}}],
+    }
+    upstream.chat_reply = json_reply(200, json.dumps(completion).encode())
+    events = await collect(make_adapter(upstream.base_url), {**REQUEST, "stream": False})
+    prompt = math.ceil(len("say hello") / 4)
+    assert events[-1] == Done(
+        {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3}, "stop"
+    )
+
+
+@pytest.mark.parametrize("body", [b'{"object": "list", "data": []}', b'{"choices": {}}'])
+async def test_it_fails_a_completion_without_a_choices_list(
+    upstream: FakeUpstream, body: bytes
+) -> None:
+    upstream.chat_reply = json_reply(200, body)
+    with pytest.raises(AdapterError, match="without a choices list"):
+        await collect(make_adapter(upstream.base_url), {**REQUEST, "stream": False})
 
 
 async def test_it_sends_no_auth_header_when_the_key_variable_is_unset(
@@ -224,16 +335,6 @@ async def test_it_sends_no_auth_header_when_the_key_variable_is_unset(
     assert "authorization" not in upstream.requests[0]["headers"]
 
 
-async def test_it_keeps_content_that_arrives_with_the_finish_reason(upstream: FakeUpstream) -> None:
-    upstream.chat_reply = stream_reply(chunk("a"), chunk("b", finish="length"), "[DONE]")
-    events = await collect(make_adapter(upstream.base_url))
-    assert [e.chunk["choices"][0] for e in events[:-1]] == [
-        {"index": 0, "delta": {"content": "a"}, "finish_reason": None},
-        {"index": 0, "delta": {"content": "b"}, "finish_reason": None},
-    ]
-    assert events[-1].finish_reason == "length"
-
-
 async def test_it_estimates_usage_when_upstream_sends_none(upstream: FakeUpstream) -> None:
     upstream.chat_reply = stream_reply(
         chunk("", role="assistant"), chunk("x"), chunk("y"), chunk("z", finish="stop")
@@ -241,8 +342,82 @@ async def test_it_estimates_usage_when_upstream_sends_none(upstream: FakeUpstrea
     events = await collect(make_adapter(upstream.base_url))
     prompt = math.ceil(len("say hello") / 4)
     assert events[-1] == Done(
-        {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3}, "stop"
+        {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3},
+        "stop",
+        finish_sent=True,
     )
+
+
+async def test_a_stream_that_delivered_done_is_complete_though_the_body_is_then_cut(
+    upstream: FakeUpstream,
+) -> None:
+    # llama.cpp: content, [DONE], and the connection dropped without the last HTTP chunk.
+    upstream.chat_reply = chunked_stream_reply(
+        chunk("", role="assistant"), chunk("all"), chunk(" there"), "[DONE]", cut=True
+    )
+    events = await collect(make_adapter(upstream.base_url))
+    assert [e.chunk["choices"][0]["delta"] for e in events[:-1]] == [
+        {"role": "assistant", "content": ""},
+        {"content": "all"},
+        {"content": " there"},
+    ]
+    assert isinstance(events[-1], Done)
+    assert (events[-1].finish_reason, events[-1].finish_sent) == ("stop", False)
+
+
+async def test_a_stream_whose_every_choice_finished_is_complete_though_the_body_is_then_cut(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.chat_reply = chunked_stream_reply(chunk("all"), chunk(finish="stop"), cut=True)
+    events = await collect(make_adapter(upstream.base_url))
+    prompt = math.ceil(len("say hello") / 4)
+    assert events[-1] == Done(
+        {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1},
+        "stop",
+        finish_sent=True,
+    )
+
+
+async def test_a_stream_cut_before_it_finished_fails(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = chunked_stream_reply(chunk("all"), chunk(" the"), cut=True)
+    with pytest.raises(AdapterError) as caught:
+        await collect(make_adapter(upstream.base_url))
+    assert caught.value.code == "upstream_error"
+
+
+async def test_it_reads_a_finished_stream_to_its_end_and_reuses_the_connection(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.keep_alive = True
+    upstream.chat_reply = chunked_stream_reply(chunk("a"), chunk(finish="stop"), "[DONE]")
+    adapter = make_adapter(upstream.base_url)
+    try:
+        for _ in range(3):
+            events = [event async for event in adapter.stream(REQUEST, "llama")]
+            assert isinstance(events[-1], Done)
+    finally:
+        await adapter.aclose()
+    assert (len(upstream.requests), upstream.connections) == (3, 1)
+
+
+@pytest.mark.parametrize(
+    ("param", "limits", "sent"),
+    [
+        ("max_tokens", {"max_completion_tokens": 7}, {"max_tokens": 7}),
+        ("max_tokens", {"max_completion_tokens": None, "max_tokens": 9}, {"max_tokens": 9}),
+        ("max_tokens", {"max_completion_tokens": 7, "max_tokens": 9}, {"max_tokens": 7}),
+        ("max_tokens", {}, {}),
+        ("max_completion_tokens", {"max_tokens": 9}, {"max_completion_tokens": 9}),
+        (None, {"max_completion_tokens": 7}, {"max_completion_tokens": 7}),
+        (None, {"max_tokens": 9}, {"max_tokens": 9}),
+    ],
+)
+async def test_max_tokens_param_sends_the_callers_limit_under_that_name(
+    upstream: FakeUpstream, param: str | None, limits: dict[str, Any], sent: dict[str, Any]
+) -> None:
+    await collect(make_adapter(upstream.base_url, max_tokens_param=param), {**REQUEST, **limits})
+    body = upstream.requests[0]["json"]
+    assert {k: body[k] for k in ("max_tokens", "max_completion_tokens") if k in body} == sent
 
 
 async def test_it_fails_a_stream_that_ends_before_completion(upstream: FakeUpstream) -> None:
@@ -329,6 +504,26 @@ async def test_its_probe_is_healthy_on_a_2xx_from_models(upstream: FakeUpstream)
     assert [r["path"] for r in upstream.requests] == ["/v1/models", "/v1/models"]
     assert upstream.requests[0]["headers"]["authorization"] == "Bearer sk-test"
     assert adapter.probe_interval_s == 1.0
+
+
+async def test_its_probe_goes_to_the_configured_health_path(upstream: FakeUpstream) -> None:
+    upstream.probe_path = "/health"
+    adapter = make_adapter(upstream.base_url, health_path="/health")
+    try:
+        assert await adapter.probe() == (True, "GET /health: HTTP 200")
+    finally:
+        await adapter.aclose()
+    assert [r["path"] for r in upstream.requests] == ["/v1/health"]
+
+
+async def test_without_a_probe_it_is_healthy_once_and_for_all(upstream: FakeUpstream) -> None:
+    adapter = make_adapter(upstream.base_url, health_path=False)
+    try:
+        assert await adapter.probe() == (True, "not probed (health_path: false)")
+    finally:
+        await adapter.aclose()
+    assert adapter.probe_interval_s is None
+    assert upstream.requests == []
 
 
 async def test_its_probe_is_unhealthy_when_upstream_is_unreachable() -> None:

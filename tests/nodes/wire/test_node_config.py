@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from edge.config import load_config_file
+from edge.config import ConfigError, load_config_file, load_config_text
 from edge.config.canonical import node_canonical
 from nodes.wire import (
     AdapterSpec,
@@ -81,6 +81,50 @@ def test_it_sends_each_adapter_type_exactly_its_keys_with_the_defaults() -> None
     }
 
 
+def test_it_sends_the_optional_openai_http_keys_only_when_they_are_not_their_default() -> None:
+    # Left out at their default, they leave the canonical form (and revision) of a config that
+    # does not use them as it was before they existed.
+    plain = AdapterSpec(id="v", type="openai_http", base_url="http://h/v1")
+    assert "health_path" not in adapter_payload(plain)
+    assert "max_tokens_param" not in adapter_payload(plain)
+    tuned = AdapterSpec(
+        id="v",
+        type="openai_http",
+        base_url="http://h/v1",
+        health_path=False,
+        max_tokens_param="max_tokens",
+    )
+    assert adapter_payload(tuned) == {
+        **adapter_payload(plain),
+        "health_path": False,
+        "max_tokens_param": "max_tokens",
+    }
+    node = make_node(providers=())
+    node["adapters"] = [adapter_payload(tuned)]
+    assert parse_node_config(node, node_id="node-a").adapters == (tuned,)
+
+
+@pytest.mark.parametrize(
+    ("options", "health_path", "max_tokens_param"),
+    [
+        ({}, "/models", None),
+        ({"health_path": "/health", "max_tokens_param": None}, "/health", None),
+        (
+            {"health_path": False, "max_tokens_param": "max_completion_tokens"},
+            False,
+            "max_completion_tokens",
+        ),
+    ],
+)
+def test_it_reads_the_probe_path_and_the_max_tokens_name(
+    options: dict[str, Any], health_path: Any, max_tokens_param: Any
+) -> None:
+    node = payload()
+    node["adapters"][1].update(options)
+    [vllm] = [a for a in parse_node_config(node, node_id="node-a").adapters if a.id == "vllm"]
+    assert (vllm.health_path, vllm.max_tokens_param) == (health_path, max_tokens_param)
+
+
 @pytest.mark.parametrize("alias", ["openai", "openai_compatible", "vllm", "ollama"])
 def test_it_normalizes_adapter_type_aliases(alias: str) -> None:
     node = payload()
@@ -118,6 +162,14 @@ def _break(path: tuple[Any, ...], value: Any) -> Any:
         (_break(("adapters", 1, "timeout_s"), 0), "node.adapters[vllm].timeout_s: must be > 0"),
         (_break(("adapters", 1, "health_interval_s"), "5"), "health_interval_s: must be a number"),
         (_break(("adapters", 0, "token_delay_ms"), -1), "node.adapters[echo].token_delay_ms"),
+        (_break(("adapters", 1, "health_path"), "models"), "node.adapters[vllm].health_path: must"),
+        (_break(("adapters", 1, "health_path"), True), "node.adapters[vllm].health_path: must"),
+        (_break(("adapters", 1, "health_path"), "/a b"), "node.adapters[vllm].health_path: must"),
+        (_break(("adapters", 1, "health_path"), "/h?k=1"), "node.adapters[vllm].health_path: must"),
+        (
+            _break(("adapters", 1, "max_tokens_param"), "max_new_tokens"),
+            "node.adapters[vllm].max_tokens_param: must be one of max_tokens, max_completion",
+        ),
         (_break(("adapters", 1, "id"), "echo"), "node.adapters[echo]: duplicate id"),
         (_break(("adapters", 1, "id"), ""), "node.adapters[1].id: must be a non-empty string"),
         (
@@ -156,3 +208,51 @@ def test_it_does_not_blame_providers_for_their_broken_adapter() -> None:
 def test_it_rejects_a_payload_that_is_not_an_object() -> None:
     with pytest.raises(NodeConfigError, match="node: must be an object"):
         parse_node_config(["node-a"], node_id="node-a")
+
+
+def edge_config(**adapter_options: Any) -> str:
+    options = "".join(f", {key}: {value}" for key, value in adapter_options.items())
+    return f"""
+version: 1
+edge: {{id: e}}
+nodes:
+  - id: node-a
+    token_hash_sha256: "{"0" * 64}"
+    adapters: [{{id: up, type: openai_http, base_url: "http://127.0.0.1:9000/v1"{options}}}]
+    providers: [{{id: p, adapter: up, served_models: [m], capacity: 1}}]
+"""
+
+
+def test_the_edge_loads_the_optional_keys_and_sends_them_as_the_node_reads_them() -> None:
+    config = load_config_text(edge_config(health_path="false", max_tokens_param="max_tokens"))
+    [adapter] = config.nodes[0].adapters
+    assert (adapter.health_path, adapter.max_tokens_param) == (False, "max_tokens")
+    payload = node_canonical(config.nodes[0])
+    assert parse_node_config(payload, node_id="node-a").adapters == (adapter,)
+
+
+def test_the_edge_config_revision_ignores_the_optional_keys_spelled_at_their_default() -> None:
+    plain = load_config_text(edge_config())
+    spelled = load_config_text(edge_config(health_path="/models", max_tokens_param="null"))
+    tuned = load_config_text(edge_config(health_path="/health"))
+    assert spelled.revision == plain.revision != tuned.revision
+
+
+@pytest.mark.parametrize(
+    ("options", "path", "message"),
+    [
+        ({"health_path": "health"}, "health_path", "must be a path under base_url such as"),
+        ({"health_path": "true"}, "health_path", "or false for no probe"),
+        ({"health_path": "'/health?key=sk-1'"}, "health_path", "(no query)"),
+        ({"max_tokens_param": "n_predict"}, "max_tokens_param", "must be one of max_tokens"),
+    ],
+)
+def test_the_edge_refuses_a_bad_optional_key_naming_it(
+    options: dict[str, str], path: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config_text(edge_config(**options))
+    [issue] = caught.value.issues
+    assert issue.path == f"nodes[node-a].adapters[up].{path}"
+    assert message in issue.message
+    assert "sk-1" not in str(caught.value)  # a query may hold a key: never echoed

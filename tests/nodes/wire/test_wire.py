@@ -199,7 +199,7 @@ def test_it_splits_frame_types_by_direction() -> None:
     assert wire.NODE_TO_EDGE | wire.EDGE_TO_NODE == wire.FRAME_TYPES
     assert "error" in wire.EDGE_TO_NODE
     both_ways = wire.NODE_TO_EDGE & wire.EDGE_TO_NODE
-    assert both_ways == {"ping", "pong"}
+    assert both_ways == {"part", "ping", "pong"}
 
 
 def test_it_names_the_close_codes() -> None:
