@@ -209,8 +209,8 @@ async def _stream(
         if not started:
             raise
         # Headers are gone already: the error becomes the stream's last event.
-        usage.status = failure.code
         error = APIError.from_run_failure(failure)
+        usage.status = error.code or failure.code  # what the caller saw
         await send({"type": "http.response.body", "body": sse_event(error.envelope())})
         return
     if not started:

@@ -10,6 +10,8 @@ from edge.dispatch import DispatchError, NoProviderAvailable
 from edge.dispatch.errors import QUEUE_RETRY_AFTER_S
 from edge.runs import DEADLINE_EXCEEDED, UPSTREAM_AUTH_FAILED, RunFailed
 from edge.runtime import EDGE_SHUTTING_DOWN
+from nodes import wire
+from nodes.sessions import REQUEST_TOO_LARGE
 
 # The `type` OpenAI's clients expect for each status class.
 _TYPES = {
@@ -22,7 +24,11 @@ _TYPES = {
 }
 
 # Runs the Edge itself ended; any other failure is the upstream's or its Node's (502).
-_RUN_FAILURE_STATUSES = {DEADLINE_EXCEEDED: 504, EDGE_SHUTTING_DOWN: 503}
+_RUN_FAILURE_STATUSES = {
+    DEADLINE_EXCEEDED: 504,
+    EDGE_SHUTTING_DOWN: 503,
+    REQUEST_TOO_LARGE: 413,
+}
 
 # Upstream answers that blame the request itself (e.g. a prompt over the context length): a 4xx,
 # so clients do not retry what cannot succeed. The upstream's own code (e.g.
@@ -30,6 +36,9 @@ _RUN_FAILURE_STATUSES = {DEADLINE_EXCEEDED: 504, EDGE_SHUTTING_DOWN: 503}
 UPSTREAM_REJECTIONS = frozenset({400, 413, 422})
 UPSTREAM_REJECTED = "upstream_rejected"
 RATE_LIMIT_EXCEEDED = "rate_limit_exceeded"
+MAX_RETRY_AFTER_S = 60
+# The gateway's own credentials were refused upstream: nothing changes until an operator acts.
+NOT_RETRYABLE = frozenset({UPSTREAM_AUTH_FAILED})
 
 
 class APIError(Exception):
@@ -70,12 +79,16 @@ class APIError(Exception):
 
     def retry_headers(self) -> list[tuple[bytes, bytes]]:
         """`Retry-After` in whole seconds (rounded up) and `retry-after-ms`, which the OpenAI
-        SDKs read first."""
+        SDKs read first; never over a minute, since openai-node ignores longer hints. An error
+        that a retry cannot fix says so (`x-should-retry: false`, which the SDKs obey)."""
+        if self.code in NOT_RETRYABLE:
+            return [(b"x-should-retry", b"false")]
         if self.retry_after is None:
             return []
+        seconds = min(self.retry_after, MAX_RETRY_AFTER_S)
         return [
-            (b"retry-after", str(math.ceil(self.retry_after)).encode()),
-            (b"retry-after-ms", str(round(self.retry_after * 1000)).encode()),
+            (b"retry-after", str(math.ceil(seconds)).encode()),
+            (b"retry-after-ms", str(round(seconds * 1000)).encode()),
         ]
 
     @classmethod
@@ -103,7 +116,9 @@ class APIError(Exception):
                 retry_after=QUEUE_RETRY_AFTER_S if retry_after is None else retry_after,
             )
         if upstream in UPSTREAM_REJECTIONS:
-            return cls(400, failure.message, code=failure.upstream_code or UPSTREAM_REJECTED)
+            # The upstream's own words, so clients that parse them (context overflow) still can.
+            message = wire.upstream_words(upstream, failure.message)
+            return cls(400, message, code=failure.upstream_code or UPSTREAM_REJECTED)
         status = _RUN_FAILURE_STATUSES.get(failure.code, 502)
         return cls(status, failure.message, code=failure.code, retry_after=failure.retry_after)
 

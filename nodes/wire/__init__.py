@@ -64,6 +64,8 @@ from nodes.wire.frames import (
     run_error,
     run_request,
     run_response,
+    upstream_error_message,
+    upstream_words,
 )
 from nodes.wire.node_config import (
     ADAPTER_KEYS,
@@ -168,5 +170,7 @@ __all__ = [
     "run_request",
     "run_response",
     "split",
+    "upstream_error_message",
+    "upstream_words",
     "utf8_size",
 ]

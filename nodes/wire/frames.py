@@ -48,6 +48,16 @@ ERROR_INTERNAL = "internal_error"
 ERROR_OUTPUT_TOO_LARGE = "output_too_large"
 
 
+# An upstream's non-2xx answer, as an `upstream_error` message: its status, then its own words.
+def upstream_error_message(status: int, message: str) -> str:
+    return f"upstream HTTP {status}: {message}"
+
+
+def upstream_words(status: int, message: str) -> str:
+    """The upstream's own message inside an `upstream_error` message (the message if none)."""
+    return message.removeprefix(upstream_error_message(status, ""))
+
+
 class Hello(TypedDict):
     type: Literal["hello"]
     protocol: int

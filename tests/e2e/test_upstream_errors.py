@@ -140,7 +140,8 @@ def test_a_context_length_rejection_keeps_its_code_and_message_and_goes_nowhere_
         )
 
     assert caught.value.code == "context_length_exceeded"
-    assert "maximum context length is" in caught.value.message
+    # The upstream's own words, as clients that parse them (e.g. LangChain) expect.
+    assert caught.value.body["message"].startswith("This model's maximum context length is")
     assert served_requests(upstream, "ok") == before  # the request is to blame: not retried
     assert row_of(stack, "ctx-1")["status"] == "context_length_exceeded"
 

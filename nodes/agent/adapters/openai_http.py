@@ -329,7 +329,7 @@ async def _upstream_error(response: aiohttp.ClientResponse) -> AdapterError:
     message = message or response.reason or ""
     return AdapterError(
         wire.ERROR_UPSTREAM,
-        f"upstream HTTP {response.status}: {message}",
+        wire.upstream_error_message(response.status, message),
         status=response.status,
         retry_after=_retry_after(response.headers.get("Retry-After")),
         upstream_code=_error_code(envelope),

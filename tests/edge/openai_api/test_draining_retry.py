@@ -188,7 +188,7 @@ async def test_a_context_length_rejection_keeps_the_upstreams_code_and_message(r
     error = json.loads(body)["error"]
     assert (error["code"], error["message"]) == (
         "context_length_exceeded",
-        "upstream HTTP 400: nope",
+        "nope",  # the upstream's own message, without the Node's prefix
     )
     assert (await usage_row(runtime, recorded)).status == "context_length_exceeded"
 
@@ -235,3 +235,17 @@ async def test_a_server_error_everywhere_is_a_502_with_the_last_hint(runtime):
     assert status == 502
     assert (headers[b"retry-after"], headers[b"x-iop-providers-tried"]) == (b"4", b"pa,pb")
     assert json.loads(body)["error"]["code"] == "upstream_error"
+
+
+async def test_a_stream_cut_after_its_first_token_ends_with_the_error_it_is_metered_as(
+    runtime, recorded
+):
+    rejected = {"code": "upstream_error", "message": "upstream HTTP 400: bad", "status": 400}
+    connect(runtime, "node-a", ScriptedNode([("delta", DELTA), ("error", rejected)]))
+
+    status, _, body = await call(stream=True, model="only-a")
+
+    assert status == 200  # the stream had started: the error is its last event
+    last = json.loads(body.decode().strip().split("data: ")[-1])
+    assert last["error"]["code"] == "upstream_rejected"
+    assert (await usage_row(runtime, recorded)).status == "upstream_rejected"
