@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from edge.config import load_config_text
-from edge.openai_api import app as app_module
 from edge.runtime import EdgeRuntime, install_runtime
 from edge.tokens import sha256_hex
+from tests.edge.openai_api.asgi_client import post_chat
 
 CONFIG = f"""
 version: 1
@@ -77,22 +77,8 @@ def answer_with(runtime: EdgeRuntime, events: Events) -> None:
 
 async def call(**body: Any) -> tuple[int, bytes]:
     raw = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}], **body})
-    messages = [{"type": "http.request", "body": raw.encode(), "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop(0)
-        await asyncio.Event().wait()  # the caller stays connected
-        raise AssertionError
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    headers = [(b"x-request-id", REQUEST_ID.encode())]
-    scope = {"type": "http", "path": "/v1/chat/completions", "method": "POST", "headers": headers}
-    await app_module.openai_app(scope, receive, send)
-    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+    status, _, answer = await post_chat(raw.encode(), [(b"x-request-id", REQUEST_ID.encode())])
+    return status, answer
 
 
 def sse(body: bytes) -> list[Any]:

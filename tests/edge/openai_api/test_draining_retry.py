@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from edge.config import load_config_text
-from edge.openai_api import app as app_module
 from edge.runtime import EdgeRuntime, install_runtime
 from edge.tokens import sha256_hex
 from edge.usage import Usage
+from tests.edge.openai_api.asgi_client import post_chat
 
 CONFIG = f"""
 version: 1
@@ -109,22 +109,7 @@ async def call(
     body = json.dumps(
         {"model": model, "stream": stream, "messages": [{"role": "user", "content": text}]}
     ).encode()
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop(0)
-        await asyncio.Event().wait()  # the caller stays connected
-        raise AssertionError
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "path": "/v1/chat/completions", "method": "POST", "headers": []}
-    await app_module.openai_app(scope, receive, send)
-    start = sent[0]
-    return start["status"], dict(start["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
+    return await post_chat(body)
 
 
 async def usage_row(runtime: EdgeRuntime, recorded: Recorded) -> Usage:
