@@ -16,7 +16,7 @@ from pathlib import Path
 
 from edge.config import EdgeConfig
 from edge.config.schema import Model, PrincipalToken
-from edge.dispatch import ProviderPool, snapshot_from_config
+from edge.dispatch import EdgeShuttingDown, ProviderPool, snapshot_from_config
 from edge.memory import return_free_memory
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
@@ -25,7 +25,7 @@ from nodes.sessions import NodeSessionStore
 log = logging.getLogger(__name__)
 
 EDGE_DRAINING = "edge_draining"  # a request that arrives while the Edge stops
-EDGE_SHUTTING_DOWN = "edge_shutting_down"  # a run still going when the drain times out
+EDGE_SHUTTING_DOWN = EdgeShuttingDown.code  # a run still going when the drain times out
 # How long runs failed at the drain timeout get to write their error before the Edge stops.
 CUT_GRACE_S = 2.0
 # Runs admitted from the queue after the timeout are failed as they start: looked for this often.
@@ -122,6 +122,7 @@ class EdgeRuntime:
                 return
 
     def _fail_runs(self) -> None:
+        self.pool.fail_waiting()  # a queued request would otherwise start a run after the cut
         for session in self.nodes.sessions():
             for run_id in list(session.runs):
                 session.fail_run(run_id, EDGE_SHUTTING_DOWN, "the Edge is shutting down")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from edge.dispatch.errors import (
     ContextTooLong,
     DispatchError,
+    EdgeShuttingDown,
     ModelNotFound,
     NoProviderAvailable,
     QueueFull,
@@ -26,6 +27,7 @@ __all__ = [
     "ContextClass",
     "ContextTooLong",
     "DispatchError",
+    "EdgeShuttingDown",
     "Lease",
     "ModelNotFound",
     "ModelSpec",

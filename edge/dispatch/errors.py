@@ -43,6 +43,17 @@ class NoProviderAvailable(DispatchError):
         self.reasons = reasons
 
 
+class EdgeShuttingDown(DispatchError):
+    """The Edge is stopping: a request still waiting for a slot will not get one here."""
+
+    code = "edge_shutting_down"
+    status = 503
+    retry_after = NO_PROVIDER_RETRY_AFTER_S
+
+    def __init__(self, model: str) -> None:
+        super().__init__(model, "The Edge is shutting down; try again in a moment.")
+
+
 class ContextTooLong(DispatchError):
     """A long request for a model none of whose providers takes long requests, ever."""
 

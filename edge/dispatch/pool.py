@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from edge.dispatch.errors import (
     ContextTooLong,
     DispatchError,
+    EdgeShuttingDown,
     ModelNotFound,
     NoProviderAvailable,
     QueueFull,
@@ -321,6 +322,12 @@ class ProviderPool:
             waiting = [g for g in groups.values() if g.waiting]
             self._fail_unservable(waiting)
             self._pump(waiting)
+
+    def fail_waiting(self) -> None:
+        """Answer every request still waiting for a slot: the Edge is stopping."""
+        for group in self._groups.values():
+            for waiter in [*group.normal_queue, *group.long_queue, *self._picky(group)]:
+                self._fail(waiter, EdgeShuttingDown(group.model_id))
 
     @staticmethod
     def _orphan(state: ProviderState) -> None:

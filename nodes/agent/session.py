@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 CLOSE_GOING_AWAY = 1001
+# Under the Edge's default silence limit (three 2 s ping intervals) with room to spare.
+HEARTBEAT_INTERVAL_S = 2.0
 # The Edge's frames that carry a run, so a bad one is answered for that run.
 RUN_FRAMES = frozenset({"run.request", "part"})
 
@@ -58,13 +60,17 @@ class EdgeSession:
         self.ready = asyncio.Event()
 
     async def run(self) -> SessionOutcome:
+        heartbeat: asyncio.Task[None] | None = None
         try:
             await self._send(wire.hello(self._node_id, AGENT_VERSION))
+            heartbeat = asyncio.create_task(self._beat(), name="heartbeat")
             async for text in self._ws:
                 await self._handle(text)
         except ConnectionClosed:
             pass
         finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
             await self._shutdown()
         await self._ws.wait_closed()
         close = self._ws.protocol.close_rcvd
@@ -303,6 +309,14 @@ class EdgeSession:
     async def _report_health(self, health: HealthMap) -> None:
         with contextlib.suppress(ConnectionClosed):
             await self._send(wire.provider_health(health))
+
+    async def _beat(self) -> None:
+        """Ping the Edge on an interval of our own: the Edge drops a Node it has not heard from,
+        and its own pings may wait behind a large request on a slow link."""
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+                await self._send(wire.ping(time.time()))
 
     async def _shutdown(self) -> None:
         tasks = list(self._runs.values())

@@ -11,6 +11,7 @@ goes into ``Done``, and the Edge writes the one usage chunk its caller asked for
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import email.utils
 import json
@@ -264,8 +265,41 @@ async def _read_rest(response: aiohttp.ClientResponse) -> None:
 
 
 async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[str, None]:
-    async for raw in response.content:
-        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    async with contextlib.aclosing(body_lines(response.content)) as lines:
+        async for line in lines:
+            yield line.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+async def body_lines(content: aiohttp.StreamReader) -> AsyncGenerator[bytes, None]:
+    """The body's lines, taken off the connection as they arrive, then its end or its cut.
+
+    aiohttp raises a cut body at the next read even when lines that came before the cut are still
+    buffered; a relay held up by the websocket would lose them (llama.cpp cuts every stream right
+    after `[DONE]`). A task of its own reads them the moment they arrive. It holds at most what
+    the websocket is behind by; the Edge bounds a run's output and cancels it past that.
+    """
+    received: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+
+    async def pull() -> None:
+        try:
+            async for line in content:
+                received.put_nowait(line)
+        except Exception as exc:
+            received.put_nowait(exc)
+        else:
+            received.put_nowait(None)
+
+    puller = asyncio.create_task(pull())
+    try:
+        while (item := await received.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        puller.cancel()
+        # Gone before anyone else reads the body (the rest of a finished stream is read to reuse
+        # the connection); a cancel of our own still reaches us here.
+        await asyncio.wait([puller])
 
 
 async def _sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:

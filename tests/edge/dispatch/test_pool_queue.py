@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from edge.dispatch import NoProviderAvailable, QueueFull, QueueTimeout
+from edge.dispatch import EdgeShuttingDown, NoProviderAvailable, QueueFull, QueueTimeout
 from tests.edge.dispatch.pool_helpers import (
     LONG_TOKENS,
     SHORT_TOKENS,
@@ -242,3 +242,19 @@ async def test_it_keeps_count_when_many_waiters_cancel_from_the_middle() -> None
 
     assert (await granted(last)).provider_id == "p1"
     assert queue_depth(pool, "chat") == 0
+
+
+async def test_a_stopping_edge_answers_every_waiter_at_once() -> None:
+    pool = make_pool([make_provider("p1", capacity=1)], {"chat": ["p1"]})
+    held = pool.try_acquire("chat", SHORT_TOKENS)
+    waiters = [await enqueue(pool, "chat") for _ in range(3)]
+
+    pool.fail_waiting()
+
+    for waiter in waiters:
+        with pytest.raises(EdgeShuttingDown) as caught:
+            await waiter
+        assert (caught.value.status, caught.value.code) == (503, "edge_shutting_down")
+    assert queue_depth(pool, "chat") == 0
+    assert held is not None
+    held.release()

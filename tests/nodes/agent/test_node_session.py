@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from nodes import wire
+from nodes.agent import session as session_module
 from nodes.agent.adapters import Delta, Done
 from nodes.agent.session import AGENT_VERSION, EdgeSession
 
@@ -20,6 +21,18 @@ async def test_it_presents_its_credentials_and_says_hello(edge: Any, start_agent
     assert connection.headers["Authorization"] == "Bearer node-secret-token"
     assert connection.headers["X-IOP-Node"] == "node-a"
     assert hello == wire.hello("node-a", AGENT_VERSION)
+
+
+async def test_it_pings_the_edge_on_its_own_so_a_busy_link_does_not_make_it_look_silent(
+    edge: Any, start_agent: Any, fakes: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(session_module, "HEARTBEAT_INTERVAL_S", 0.01)
+    async with start_agent():
+        connection = await edge.next_connection()
+        await connection.handshake(fakes.make_node())
+        first = await connection.expect("ping")
+        second = await connection.expect("ping")
+    assert second["ts"] >= first["ts"]  # one every interval, without the Edge asking
 
 
 async def test_it_acks_its_config_then_reports_health(

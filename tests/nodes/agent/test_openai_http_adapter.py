@@ -6,11 +6,13 @@ import math
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from unittest import mock
 
+import aiohttp
 import pytest
 
 from nodes.agent.adapters import AdapterError, Delta, Done, Response
-from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
+from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter, body_lines
 from nodes.wire import AdapterSpec
 
 Reply = Callable[["FakeUpstream", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -532,3 +534,25 @@ async def test_its_probe_is_unhealthy_when_upstream_is_unreachable() -> None:
     await adapter.aclose()
     assert not healthy
     assert detail.startswith("GET /models failed:")
+
+
+async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewhere() -> None:
+    # aiohttp raises a cut at the next read even with lines still buffered; the relay may be
+    # held up by the websocket exactly then (llama.cpp cuts every stream right after [DONE]).
+    content = aiohttp.StreamReader(
+        mock.Mock(_reading_paused=False), 2**16, loop=asyncio.get_running_loop()
+    )
+    lines = body_lines(content)
+    first = asyncio.ensure_future(anext(lines))
+    content.feed_data(b"data: all\n\n")
+    assert await first == b"data: all\n"
+    # The reader is busy: more arrives, then the cut, before it asks again.
+    content.feed_data(b"data: [DONE]\n\n")
+    await asyncio.sleep(0)  # one loop turn: the connection's data is handled before its close
+    content.set_exception(aiohttp.ClientPayloadError("Response payload is not completed"))
+
+    rest = []
+    with pytest.raises(aiohttp.ClientPayloadError):
+        async for line in lines:
+            rest.append(line)
+    assert rest == [b"\n", b"data: [DONE]\n", b"\n"]
