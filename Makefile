@@ -3,13 +3,19 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/iop_edge
+LOCK_TOOLS := $(VENV)/lock-tools
+# The Edges started here are local development ones, on loopback over plain HTTP: each
+# generates its SECRET_KEY into its var dir, and the warning about TLS settings is moot.
+export IOP_GENERATE_SECRET_KEY ?= true
+export IOP_SILENCED_SYSTEM_CHECKS ?= edge.W001
 
-.PHONY: setup run test test-postgres lint bench
+.PHONY: setup run test test-postgres lint bench lock
 
-$(VENV)/.installed: pyproject.toml
+# Exactly the locked versions, each checked against its hash; then the project itself.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 ## setup: virtualenv, dependencies, database migrations (idempotent)
@@ -41,6 +47,13 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+## lock: regenerate requirements.lock from pyproject.toml after changing a pin there
+lock:
+	test -x $(LOCK_TOOLS)/bin/pip-compile || \
+		{ $(PYTHON) -m venv $(LOCK_TOOLS) && $(LOCK_TOOLS)/bin/pip install --quiet pip-tools==7.6.2; }
+	$(LOCK_TOOLS)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --extra dev \
+		--strip-extras --no-emit-find-links --no-emit-index-url -o requirements.lock pyproject.toml
 
 ## bench: every benchmark, quick mode
 bench: setup

@@ -6,3 +6,6 @@ class EdgeAppConfig(AppConfig):
 
     name = "edge"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from edge import checks  # noqa: F401  (registers the system checks)

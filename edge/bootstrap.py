@@ -40,18 +40,18 @@ def bootstrap(source: Path, output: Path, base_dir: Path) -> BootstrapResult:
     config = load_config_text(text)
     artifacts = Path(config.edge.bootstrap_path)
     artifacts = artifacts if artifacts.is_absolute() else base_dir / artifacts
-    artifacts.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(mode=0o700, parents=True, exist_ok=True)  # tokens: the owner's only
     result = BootstrapResult(config=config, config_path=output)
     for node in config.nodes:
         if PLACEHOLDER_HASH.fullmatch(node.token_hash_sha256):
             env_file = artifacts / f"node-{node.id}.env"
-            token, _ = _token_in(env_file, prefix="IOP_NODE_TOKEN=")
+            token, _ = token_in_file(env_file, prefix="IOP_NODE_TOKEN=")
             text = text.replace(node.token_hash_sha256, sha256_hex(token))
             result.node_env_files[node.id] = env_file
     for entry in config.openai.principal_tokens:
         if PLACEHOLDER_HASH.fullmatch(entry.token_hash_sha256):
             token_file = artifacts / f"client-{entry.token_ref}.token"
-            token, created = _token_in(token_file, prefix="")
+            token, created = token_in_file(token_file, prefix="")
             text = text.replace(entry.token_hash_sha256, sha256_hex(token))
             result.client_token_files[entry.token_ref] = token_file
             if created:
@@ -65,8 +65,12 @@ def bootstrap(source: Path, output: Path, base_dir: Path) -> BootstrapResult:
     return result
 
 
-def _token_in(path: Path, prefix: str) -> tuple[str, bool]:
-    """The token stored in ``path``, generating and storing one (mode 0600) when absent."""
+def token_in_file(path: Path, prefix: str = "") -> tuple[str, bool]:
+    """The token stored in ``path``, generating and storing one (mode 0600) when absent.
+
+    The file is created with its mode, never chmod-ed after: no moment where another user could
+    open it. True with the token when it was created now.
+    """
     if path.exists():
         return path.read_text(encoding="utf-8").strip().removeprefix(prefix), False
     token = f"iop_{secrets.token_urlsafe(32)}"

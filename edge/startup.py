@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from django.conf import settings
@@ -10,9 +11,16 @@ from edge.config import EdgeConfig, load_config_file
 from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_installed
 from edge.usage_store import write_usage
 
+log = logging.getLogger(__name__)
+
 
 def start_runtime(config: EdgeConfig, config_path: Path) -> EdgeRuntime:
     """Install the process's runtime for ``config``, read from ``config_path``."""
+    if not config.openai.require_auth:
+        log.warning(
+            "openai.require_auth is false: callers without a token, or with a wrong one, are "
+            "served; usage meters them as principal (anonymous) or (unknown token)"
+        )
     runtime = EdgeRuntime(config, config_path, write_usage)
     install_runtime(runtime)
     return runtime

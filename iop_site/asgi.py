@@ -2,7 +2,7 @@
 
 `/v1/` goes to the lean OpenAI ASGI app, `/ws/node/` to the Node consumer, everything else to
 Django (the admin UI; the operator API `POST /refresh` and `GET /status`), each only on the
-listener that serves it.
+listener that serves it. A websocket to any other path is accepted, then closed with 4404.
 """
 
 import os
@@ -14,17 +14,19 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "iop_site.settings")
 django_asgi_app = get_asgi_application()
 
 # These need Django set up first.
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.urls import path  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from edge.openai_api.app import openai_app  # noqa: E402
 from edge.startup import ensure_runtime  # noqa: E402
 from iop_site.listeners import OPENAI, PUBLIC, listener_of, serves_openai_api  # noqa: E402
 from nodes.consumers import NodeConsumer  # noqa: E402
 
-node_websocket = URLRouter([path("ws/node/", NodeConsumer.as_asgi())])
+node_websocket = NodeConsumer.as_asgi()
+NODE_WEBSOCKET_PATH = "/ws/node/"
 
 NOT_FOUND = b'{"detail": "Not found."}'
+# A websocket path nothing serves (close codes mirror HTTP statuses, as the Node protocol's do).
+CLOSE_NOT_FOUND = 4404
 
 
 async def http_router(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -50,7 +52,13 @@ async def http_router(scope: dict[str, Any], receive: Any, send: Any) -> None:
 async def websocket_router(scope: dict[str, Any], receive: Any, send: Any) -> None:
     ensure_runtime()
     if listener_of(scope) == PUBLIC:
-        await node_websocket(scope, receive, send)
+        if scope["path"] == NODE_WEBSOCKET_PATH:
+            await node_websocket(scope, receive, send)
+            return
+        # Accept first, then close: a client only sees a close code after the handshake.
+        if (await receive())["type"] == "websocket.connect":
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": CLOSE_NOT_FOUND})
         return
     # Refused at the handshake (HTTP 403): no websocket is served on this listener.
     await send({"type": "websocket.close"})

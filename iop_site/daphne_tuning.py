@@ -1,4 +1,5 @@
-"""Fixes to Twisted's HTTP request handling under daphne: a cheaper parse, and the body limit.
+"""Fixes to Twisted's HTTP request handling under daphne: a cheaper parse, the body limit, a
+deadline for reading a request, and a cap on connections per peer.
 
 Twisted parses every POST's Content-Type with the `email` package to decide whether to decode a
 form body — about 7% of the Edge's CPU per chat completion here (docs/benchmarks.md). Daphne hands
@@ -10,14 +11,32 @@ daphne starts the app only once the whole body is in: a 300 MiB POST is written 
 anything can refuse it. Here a body over ``IOP_MAX_BODY_BYTES`` is answered 413 as soon as that is
 known — from ``Content-Length``, or as a chunked body passes the limit — and one within the limit
 is kept in memory (the limit bounds it), never in a file.
+
+Twisted's idle timeout starts over with every byte received, so a client trickling its headers a
+byte at a time holds its socket forever (slowloris). Here the same timer is a deadline: a request
+must be read whole within ``IOP_REQUEST_READ_TIMEOUT_S`` of the connection opening or of the
+previous response ending. Twisted stops the timer once a request is in, so a long answer, a
+stream or a websocket is never cut by it.
+
+And no peer address holds more than ``IOP_MAX_CONNECTIONS_PER_PEER`` connections at once (0: no
+cap): one more is closed as soon as it is accepted, so one host cannot use up the process's file
+descriptors and keep Nodes from reconnecting. Loopback peers are not capped unless
+``IOP_CAP_LOOPBACK_PEERS`` says so: a local reverse proxy or load test speaks for many callers.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
+from collections import Counter
 from io import BytesIO
 from typing import Any
 
+from twisted.internet.interfaces import IAddress
+from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.web import http
+
+log = logging.getLogger("edge.connections")
 
 # After a 413 the client may still be sending its body: it is read and dropped for this long, so
 # the client reads the answer instead of a connection reset, then the connection is cut.
@@ -35,7 +54,8 @@ def media_type(line: bytes) -> bytes:
 
 def install() -> None:
     # Imported here: daphne and the Edge's settings are only ready once run_edge runs.
-    from daphne.http_protocol import WebRequest
+    import daphne.server
+    from daphne.http_protocol import HTTPFactory, WebRequest
     from django.conf import settings
 
     from edge.openai_api.app import body_too_large
@@ -70,6 +90,75 @@ def install() -> None:
     WebRequest.handleContentChunk = handle_content_chunk
     WebRequest.process = guarded_process
 
+    # Data no longer pushes the timer back: what was a per-byte idle timeout is a deadline.
+    http.HTTPChannel.resetTimeout = lambda channel: None  # type: ignore[method-assign]
+    read_timeout: float = settings.IOP_REQUEST_READ_TIMEOUT_S
+    per_peer: int = settings.IOP_MAX_CONNECTIONS_PER_PEER
+
+    cap_loopback: bool = settings.IOP_CAP_LOOPBACK_PEERS
+
+    def http_factory(server: Any) -> HTTPFactory | PeerLimit:
+        factory = HTTPFactory(server)
+        factory.timeOut = read_timeout
+        return PeerLimit(factory, per_peer, cap_loopback) if per_peer else factory
+
+    # daphne's Server builds its factory when it runs; this is the one it listens with.
+    daphne.server.HTTPFactory = http_factory
+
+
+class PeerLimit(WrappingFactory):
+    """Wraps the HTTP factory: a peer with ``limit`` connections open gets no more.
+
+    A wrapper stays the transport of its connection when daphne hands it to a websocket (as a
+    TLS wrapper would), so a Node's socket is counted until it closes too.
+    """
+
+    def __init__(self, wrapped: Any, limit: int, cap_loopback: bool) -> None:
+        super().__init__(wrapped)
+        self.limit = limit
+        self.cap_loopback = cap_loopback
+        self.open: Counter[str] = Counter()
+        self._capped: set[str] = set()  # warned about, until they go below the cap again
+
+    # None refuses the connection, which Twisted's stubs for this factory do not allow for.
+    def buildProtocol(self, addr: IAddress | None) -> ProtocolWrapper | None:  # type: ignore[override]
+        host = _host(addr)
+        if self.open[host] >= self.limit and (self.cap_loopback or not _is_loopback(host)):
+            if host not in self._capped:
+                self._capped.add(host)
+                log.warning(
+                    "%s has %d connections open: refusing more (IOP_MAX_CONNECTIONS_PER_PEER)",
+                    host,
+                    self.open[host],
+                )
+            return None  # Twisted closes the accepted socket at once
+        return super().buildProtocol(addr)
+
+    def registerProtocol(self, p: ProtocolWrapper) -> None:
+        super().registerProtocol(p)
+        self.open[_host(p.getPeer())] += 1
+
+    def unregisterProtocol(self, p: ProtocolWrapper) -> None:
+        super().unregisterProtocol(p)
+        host = _host(p.getPeer())
+        self.open[host] -= 1
+        if self.open[host] < self.limit:
+            self._capped.discard(host)
+        if not self.open[host]:
+            del self.open[host]
+
+
+def _host(addr: IAddress | None) -> str:
+    return str(getattr(addr, "host", ""))
+
+
+def _is_loopback(host: str) -> bool:
+    # A reverse proxy or a benchmark on this machine is every caller at once: not one peer.
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 def _response(status: int, reason: bytes, body: bytes) -> bytes:
     head = (
@@ -84,6 +173,7 @@ def _refuse(request: Any, response: bytes) -> None:
     from twisted.internet import reactor
 
     request.body_refused = True
+    request.channel.setTimeout(None)  # the linger below bounds this connection now
     # No `100 Continue` for a body that is refused: a client waiting for it sends nothing.
     request.requestHeaders.removeHeader(b"Expect")
     channel = request.channel

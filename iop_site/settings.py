@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -10,6 +13,11 @@ from django.core.exceptions import ImproperlyConfigured
 
 from nodes import wire
 from nodes.sessions import DEFAULT_MAX_RUN_OUTPUT_BYTES
+
+# Everything this process writes (database, key, tokens, records) is its own: 0600 files, 0700
+# directories. Settings are the first thing every Edge entry point imports (manage.py, daphne,
+# pytest), and the Node run_local spawns inherits the mask.
+os.umask(0o077)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -22,24 +30,93 @@ env = environ.Env(
 )
 
 VAR_DIR = Path(env("IOP_VAR_DIR"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+# A var/ made before the mask was set (0755) is closed too: nothing under it is anyone else's.
+VAR_DIR.chmod(0o700)
 
 
-def _development_secret_key() -> str:
-    """A key generated once into var/, so sessions survive restarts without a key in git."""
-    key_file = VAR_DIR / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
+def _secret(name: str) -> str:
+    """``name`` from the environment, or the content of the file ``<name>_FILE`` names."""
+    value, path = env.str(name, default=""), env.str(f"{name}_FILE", default="")
+    if value and path:
+        raise ImproperlyConfigured(f"Set {name} or {name}_FILE, not both")
+    if not path:
+        return value
+    try:
+        value = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise ImproperlyConfigured(f"{name}_FILE: cannot read {path} ({error.strerror})") from None
+    if not value:
+        raise ImproperlyConfigured(f"{name}_FILE: {path} is empty")
+    return value
 
 
-SECRET_KEY = env.str("SECRET_KEY", default="") or _development_secret_key()
+def _generated_secret_key(key_file: Path) -> str:
+    """A key generated once into ``key_file``, 0600 from its creation on (no moment another user
+    could open it); of two first starts at once, both keep the key written first."""
+    staging = key_file.with_name(f".{key_file.name}.{os.getpid()}")
+    descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(secrets.token_urlsafe(50))
+    try:
+        os.link(staging, key_file)  # atomic: readers never see a half-written key
+    except FileExistsError:
+        pass
+    finally:
+        staging.unlink()
+    return key_file.read_text(encoding="utf-8").strip()
+
+
 DEBUG = env("DEBUG")
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 
+# The key is given (SECRET_KEY or SECRET_KEY_FILE), or one generated earlier into var/ is read;
+# generating one takes DEBUG or an explicit IOP_GENERATE_SECRET_KEY (`make` sets it), so a
+# production start without its key fails instead of silently signing with a fresh one.
+_SECRET_KEY_FILE = VAR_DIR / "secret_key"
+SECRET_KEY = _secret("SECRET_KEY")
+if not SECRET_KEY and _SECRET_KEY_FILE.exists():
+    SECRET_KEY = _SECRET_KEY_FILE.read_text(encoding="utf-8").strip()
+if not SECRET_KEY:
+    if not (DEBUG or env.bool("IOP_GENERATE_SECRET_KEY", default=False)):
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set: set SECRET_KEY or SECRET_KEY_FILE, or "
+            f"IOP_GENERATE_SECRET_KEY=true to generate one into {_SECRET_KEY_FILE}"
+        )
+    SECRET_KEY = _generated_secret_key(_SECRET_KEY_FILE)
+
+# Behind a TLS front (docs/operations.md, "Security"): the proxy says the request came over
+# https, cookies go out Secure only, browsers are told to stay on https.
+IOP_BEHIND_TLS_PROXY = env.bool("IOP_BEHIND_TLS_PROXY", default=False)
+if IOP_BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=IOP_BEHIND_TLS_PROXY)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=IOP_BEHIND_TLS_PROXY)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+# Checks an operator silences on purpose, e.g. edge.W001 for a plain-HTTP admin on loopback.
+# axes.W006 objects to a lockout without the address in it, which is the choice made below.
+SILENCED_SYSTEM_CHECKS = ["axes.W006", *env.list("IOP_SILENCED_SYSTEM_CHECKS", default=[])]
+
+# Admin login throttling (django-axes): a username with this many failed logins is refused,
+# the right password included, for the cool-off. Per username, not per address: behind a proxy
+# every caller has the proxy's address.
+AXES_FAILURE_LIMIT = env.int("IOP_ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("IOP_ADMIN_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no banner on every manage.py command; lockouts are still logged
+if AXES_FAILURE_LIMIT <= 0 or AXES_COOLOFF_TIME.total_seconds() <= 0:
+    raise ImproperlyConfigured(
+        "IOP_ADMIN_LOGIN_FAILURE_LIMIT and IOP_ADMIN_LOGIN_LOCKOUT_MINUTES must be positive"
+    )
+
 # The Edge config file this process serves (`run_edge --config` overrides it).
 IOP_CONFIG = env("IOP_CONFIG")
+# The operator API's bearer token, created (mode 0600) on the Edge's first start.
+IOP_OPERATOR_TOKEN_FILE = Path(
+    env.str("IOP_OPERATOR_TOKEN_FILE", default=str(VAR_DIR / "bootstrap" / "operator-token"))
+)
 
 INSTALLED_APPS = [
     "daphne",
@@ -56,6 +133,7 @@ INSTALLED_APPS = [
     "nodes",
     "providers",
     "refresh",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -67,6 +145,13 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it answers a locked-out login.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login before the check
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "iop_site.urls"
@@ -87,7 +172,23 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'iop_edge.sqlite3'}")}
+
+def _database(url: str) -> dict:
+    """The database ``url`` names; refused without quoting it (it may hold a password)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # django-environ's warning quotes the whole URL
+        config = env.db_url_config(url)
+    if not config.get("ENGINE"):
+        raise ImproperlyConfigured(
+            "DATABASE_URL (or the file DATABASE_URL_FILE names) is no database URL this Edge "
+            "knows: use postgres://user:password@host:port/name or sqlite:///path"
+        )
+    return config
+
+
+DATABASES = {
+    "default": _database(_secret("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'iop_edge.sqlite3'}")
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Writes come from several threads (admin, metering): wait for the lock instead of failing,
     # and use WAL so a metering batch commits without an fsync per transaction. Transactions
@@ -121,6 +222,12 @@ IOP_NODE_PING_INTERVAL_S = env.float("IOP_NODE_PING_INTERVAL_S", default=2.0)
 IOP_NODE_HELLO_TIMEOUT_S = env.float("IOP_NODE_HELLO_TIMEOUT_S", default=10.0)
 IOP_RUN_TIMEOUT_S = env.float("IOP_RUN_TIMEOUT_S", default=600.0)
 IOP_REFRESH_ACK_TIMEOUT_S = env.float("IOP_REFRESH_ACK_TIMEOUT_S", default=10.0)
+# Planning (parse, validate, classify) runs in a thread; past this it answers `invalid`.
+IOP_REFRESH_PLAN_TIMEOUT_S = env.float("IOP_REFRESH_PLAN_TIMEOUT_S", default=30.0)
+if IOP_REFRESH_PLAN_TIMEOUT_S <= 0:
+    raise ImproperlyConfigured(
+        f"IOP_REFRESH_PLAN_TIMEOUT_S must be positive, got {IOP_REFRESH_PLAN_TIMEOUT_S}"
+    )
 # The sizes (docs/api.md, "Limits"): a request body travels to its Node in one run.request, so
 # its limit may be lowered but not raised past what the wire carries.
 IOP_MAX_BODY_BYTES = env.int("IOP_MAX_BODY_BYTES", default=wire.MAX_BODY_BYTES)
@@ -134,6 +241,21 @@ if IOP_MAX_RUN_OUTPUT_BYTES <= 0:
         f"IOP_MAX_RUN_OUTPUT_BYTES must be a positive byte count, got {IOP_MAX_RUN_OUTPUT_BYTES}"
     )
 IOP_DRAIN_TIMEOUT_S = env.float("IOP_DRAIN_TIMEOUT_S", default=30.0)
+# Slow clients (docs/operations.md, "Security"): a request must be read whole within this many
+# seconds of the connection opening or the previous answer ending; at most this many connections
+# open per peer address (0: no cap; the Edge behind a proxy sees one address).
+IOP_REQUEST_READ_TIMEOUT_S = env.float("IOP_REQUEST_READ_TIMEOUT_S", default=30.0)
+IOP_MAX_CONNECTIONS_PER_PEER = env.int("IOP_MAX_CONNECTIONS_PER_PEER", default=256)
+IOP_CAP_LOOPBACK_PEERS = env.bool("IOP_CAP_LOOPBACK_PEERS", default=False)
+if IOP_REQUEST_READ_TIMEOUT_S <= 0:
+    raise ImproperlyConfigured(
+        f"IOP_REQUEST_READ_TIMEOUT_S must be a positive time, got {IOP_REQUEST_READ_TIMEOUT_S}"
+    )
+if IOP_MAX_CONNECTIONS_PER_PEER < 0:
+    raise ImproperlyConfigured(
+        "IOP_MAX_CONNECTIONS_PER_PEER must be 0 (no cap) or more, "
+        f"got {IOP_MAX_CONNECTIONS_PER_PEER}"
+    )
 
 REST_FRAMEWORK: dict[str, object] = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

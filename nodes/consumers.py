@@ -24,6 +24,7 @@ from edge.config.canonical import node_canonical
 from edge.runtime import EdgeRuntime, get_runtime
 from edge.tokens import bearer_token, sha256_hex
 from nodes import wire
+from nodes.log_limit import LogLimit
 from nodes.models import Node
 from nodes.sessions import BAD_FRAME, NodeSession
 
@@ -41,6 +42,11 @@ SILENT_INTERVALS = 3
 CLOSE_INTERNAL_ERROR = 1011
 # Read once: Django's settings object is lazy and costs a lookup per attribute.
 MAX_RUN_OUTPUT_BYTES: int = settings.IOP_MAX_RUN_OUTPUT_BYTES
+# Refused sign-ins have no session yet: one limit for all of them, so that a flood of bad
+# credentials does not flood the log either.
+REFUSED_SIGN_INS = LogLimit("node websocket")
+# Provider ids a log line about a Node's foreign health reports names, at most.
+IDS_SHOWN = 3
 
 
 def token_matches(token: str, expected_sha256: str) -> bool:
@@ -98,8 +104,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
         # Accept first, then close: real clients only see the close code after a handshake.
         await self.accept()
         if node is None or token is None or not token_matches(token, node.token_hash_sha256):
-            log.warning(
-                "node websocket refused: %s", "unknown node" if node is None else "bad token"
+            REFUSED_SIGN_INS.warning(
+                log, "node websocket refused: %s", "unknown node" if node is None else "bad token"
             )
             await self.close(code=wire.CLOSE_UNAUTHORIZED)
             return
@@ -153,13 +159,13 @@ class NodeConsumer(AsyncWebsocketConsumer):
         elif frame["type"] == "config.ack":
             await self._config_ack(session, frame)
         elif frame["type"] == "provider.health":
-            self._provider_health(frame)
+            self._provider_health(session, frame)
         elif frame["type"] == "ping":
             await self.send_frame(wire.pong(frame.get("ts")))
 
     async def _run_event(self, session: NodeSession, frame: Mapping[str, Any], size: int) -> None:
         if not session.deliver(frame["run_id"], frame["event"], frame["data"], size):
-            await self._unknown_run(frame["type"], frame["run_id"])
+            await self._unknown_run(session, frame["type"], frame["run_id"])
 
     async def _part(self, session: NodeSession, frame: wire.Part) -> None:
         try:
@@ -168,11 +174,11 @@ class NodeConsumer(AsyncWebsocketConsumer):
             await self._refuse(exc.code, exc.message, counts=False)
             return
         if not owned:
-            await self._unknown_run(frame["type"], frame["run_id"])
+            await self._unknown_run(session, frame["type"], frame["run_id"])
 
-    async def _unknown_run(self, frame_type: str, run_id: str) -> None:
-        log.warning(
-            "node %s: refused %s for run %s it does not own", self.node_id, frame_type, run_id
+    async def _unknown_run(self, session: NodeSession, frame_type: str, run_id: str) -> None:
+        session.warnings.warning(
+            log, "node %s: refused %s for run %s it does not own", self.node_id, frame_type, run_id
         )
         # Refused, but not counted as abuse: a Node may legitimately lag behind a cancel.
         await self._refuse("unknown_run", f"no run {run_id!r} on this session", counts=False)
@@ -192,6 +198,10 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     async def _hello(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
         # The codec already refused any other protocol version.
+        if self.greeted.is_set():
+            # Each hello would cost a config frame and a log line: one per session.
+            await self._refuse("bad_hello", "this session has already said hello")
+            return
         if frame["node_id"] != self.node_id:
             await self._refuse(
                 "bad_hello",
@@ -216,20 +226,34 @@ class NodeConsumer(AsyncWebsocketConsumer):
             self.background.add(write)
             write.add_done_callback(self.background.discard)
         else:
-            log.error(
-                "node %s: rejected config %s: %s", self.node_id, frame["revision"], frame["error"]
+            session.warnings.log(
+                log,
+                logging.ERROR,
+                "node %s: rejected config %s: %s",
+                self.node_id,
+                frame["revision"],
+                frame["error"],
             )
 
-    def _provider_health(self, frame: Mapping[str, Any]) -> None:
+    def _provider_health(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
         node = self.runtime.config.node(self.node_id)
         own = {p.id for p in node.providers} if node else set()
+        foreign = []
         for provider_id, health in frame["providers"].items():
             if provider_id in own:
                 self.runtime.pool.set_provider_health(
                     provider_id, health["healthy"], health["detail"]
                 )
             else:
-                log.warning("node %s: ignored health of provider %s", self.node_id, provider_id)
+                foreign.append(provider_id)
+        if foreign:
+            session.warnings.warning(
+                log,
+                "node %s: ignored health of %d provider(s) not its own: %s",
+                self.node_id,
+                len(foreign),
+                ", ".join(foreign[:IDS_SHOWN]) + (", ..." if len(foreign) > IDS_SHOWN else ""),
+            )
 
     async def _refuse(
         self, code: str, message: str, fatal: bool = False, counts: bool = True

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from nodes import wire
+from nodes.log_limit import LogLimit
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,10 @@ REQUEST_TOO_LARGE = "request_too_large"
 DEFAULT_MAX_RUN_OUTPUT_BYTES = 64 * 1024 * 1024
 # Runs recently cut short on a session: the Node may still send events it had in flight for them.
 RECENT_RUNS_KEPT = 1024
+# What one session may write to the log about its Node's misbehaviour (refused frames, unknown
+# runs, failed runs) per interval; past that the lines are counted and summed up.
+WARNING_LINES = 20
+WARNING_INTERVAL_S = 60.0
 
 
 class NodeLink(Protocol):
@@ -109,6 +114,9 @@ class NodeSession:
         self._pending_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._parts = wire.Reassembler()  # large run.events on their way in
         self._background: set[asyncio.Task[None]] = set()
+        self.warnings = LogLimit(
+            f"node {node_id}", lines=WARNING_LINES, interval_s=WARNING_INTERVAL_S
+        )
 
     def open_run(self, run_id: str) -> RunStream:
         stream = RunStream(run_id, self)
@@ -185,7 +193,9 @@ class NodeSession:
         stream = self.runs.get(run_id)
         if stream is None:
             return
-        log.warning("node %s: run %s failed: %s: %s", self.node_id, run_id, code, message)
+        self.warnings.warning(
+            log, "node %s: run %s failed: %s: %s", self.node_id, run_id, code, message
+        )
         stream.fail(code, message)
         self.forget_run(run_id, unfinished=True)
         if cancel and not self.closed:
@@ -227,6 +237,7 @@ class NodeSession:
         """The session is gone: every run it carried ends with ``node_disconnected``."""
         self.closed = True
         self.ready = False
+        self.warnings.flush(log)
         for stream in self.runs.values():
             stream.push("error", {"code": NODE_DISCONNECTED, "message": message})
         self.runs.clear()

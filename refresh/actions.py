@@ -1,17 +1,21 @@
 """`run_refresh`: the one refresh action behind the endpoint and the admin (DESIGN §6).
 
-Runs on the Edge's event loop, one refresh at a time: plan -> (apply) mirror, config file and
-refresh record in one database transaction -> swap the runtime snapshot -> push to the Nodes ->
-their answers onto that record. Any other refresh is recorded once its outcome is known.
+Runs on the Edge's event loop, one refresh at a time: plan (in a thread, bounded in time) ->
+(apply) mirror, config file and refresh record in one database transaction -> swap the runtime
+snapshot -> push to the Nodes -> their answers onto that record. Any other refresh is recorded
+once its outcome is known.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,9 +60,9 @@ async def run_refresh(
 ) -> RefreshResult:
     """Dry-run or apply a candidate config (the config file when ``config_yaml`` is None)."""
     requester = _Requester(requested_by, user_id, request_id, applied_from)
-    async with runtime.refresh_lock:
+    async with _RefreshTurn(runtime.refresh_lock) as turn:
         plan, config_yaml = await _plan(
-            runtime, mode, config_yaml, base_revision, candidate_revision
+            runtime, turn, mode, config_yaml, base_revision, candidate_revision
         )
         if mode == "apply" and plan.applicable:
             await _apply(runtime, plan, config_yaml, requester)
@@ -76,8 +80,55 @@ async def run_refresh(
         return result
 
 
+class _RefreshTurn:
+    """One refresh's hold on the refresh lock.
+
+    A planning thread cannot be killed: one that outlives its timeout (or a cancelled refresh)
+    keeps the lock until it ends (``hold_until``), so refreshes stay one at a time and never pile
+    planning threads up.
+    """
+
+    def __init__(self, lock: asyncio.Lock) -> None:
+        self._lock = lock
+        self._until: asyncio.Future[Plan] | None = None
+
+    async def __aenter__(self) -> _RefreshTurn:
+        await self._lock.acquire()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._until is None or self._until.done():
+            self._lock.release()
+        else:
+            self._until.add_done_callback(self._release_late)
+
+    def hold_until(self, planning: asyncio.Future[Plan]) -> None:
+        self._until = planning
+
+    def _release_late(self, planning: asyncio.Future[Plan]) -> None:
+        if not planning.cancelled() and planning.exception() is not None:
+            log.error("a timed-out refresh plan failed", exc_info=planning.exception())
+        log.warning("a timed-out refresh plan ended; refreshes are accepted again")
+        self._lock.release()
+
+
+def _in_daemon_thread(plan: Callable[[], Plan]) -> asyncio.Future[Plan]:
+    """Run ``plan`` in its own daemon thread, so a runaway one never holds up the Edge's exit."""
+    outcome: concurrent.futures.Future[Plan] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            outcome.set_result(plan())
+        except BaseException as exc:  # handed to the awaiting coroutine
+            outcome.set_exception(exc)
+
+    threading.Thread(target=run, name="refresh-plan", daemon=True).start()
+    return asyncio.wrap_future(outcome)
+
+
 async def _plan(
     runtime: EdgeRuntime,
+    turn: _RefreshTurn,
     mode: Mode,
     config_yaml: str | None,
     base_revision: str | None,
@@ -96,13 +147,38 @@ async def _plan(
                 errors=[{"path": "config_file", "message": f"cannot read the config file: {exc}"}],
             )
             return Plan(unreadable, None), ""
-    plan = plan_refresh(
-        runtime.config,
-        config_yaml,
-        mode=mode,
-        base_revision=base_revision,
-        candidate_revision=candidate_revision,
+    # Off the event loop: a large candidate takes seconds to parse, and requests and Node pings
+    # must not wait for it. The thread reads only immutable objects (the running config).
+    running, timeout_s = runtime.config, settings.IOP_REFRESH_PLAN_TIMEOUT_S
+    planning = _in_daemon_thread(
+        functools.partial(
+            plan_refresh,
+            running,
+            config_yaml,
+            mode=mode,
+            base_revision=base_revision,
+            candidate_revision=candidate_revision,
+        )
     )
+    turn.hold_until(planning)
+    try:
+        plan = await asyncio.wait_for(asyncio.shield(planning), timeout_s)
+    except TimeoutError:
+        timed_out = RefreshResult(
+            refresh_id=new_refresh_id(),
+            mode=mode,
+            status="invalid",
+            base_revision=running.revision,
+            errors=[
+                {
+                    "path": "",
+                    "message": f"planning took longer than {timeout_s:g} s "
+                    "(IOP_REFRESH_PLAN_TIMEOUT_S); nothing was changed. The next refresh "
+                    "starts once this plan has ended.",
+                }
+            ],
+        )
+        return Plan(timed_out, None), config_yaml
     return plan, config_yaml
 
 

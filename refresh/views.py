@@ -6,9 +6,8 @@ from asgiref.sync import async_to_sync
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from edge.operator_api.permissions import LoopbackOnly
+from edge.operator_api.base import OperatorAPIView
 from edge.runtime import get_runtime
 from refresh.actions import run_refresh
 from refresh.plan import STATUSES, SUCCESSES, Status
@@ -21,10 +20,8 @@ STATUS_CODES = {
 }
 
 
-class RefreshView(APIView):
+class RefreshView(OperatorAPIView):
     """Dry-run or apply a candidate config: classify every change live or restart-required."""
-
-    permission_classes = [LoopbackOnly]
 
     @extend_schema(
         request=RefreshRequestSerializer,

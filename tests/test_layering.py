@@ -18,6 +18,7 @@ CORE_MODULES = (
     "edge.usage",
     "edge.tokens",
     "nodes.sessions",
+    "nodes.log_limit",
     "refresh.classify",
     "refresh.plan",
     "refresh.report",

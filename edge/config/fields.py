@@ -34,6 +34,14 @@ def looks_like_credential_key(key: str) -> bool:
     return bool(_CREDENTIAL_KEY.search(key)) and not key.endswith("_env")
 
 
+def never_echoed(key: str) -> bool:
+    """Whether messages must not repeat the value of ``key``: a hash, credential, env name or URL.
+
+    A value that fails their checks is often a secret pasted into the wrong field.
+    """
+    return bool(_CREDENTIAL_KEY.search(key)) or key.endswith(("_env", "hash", "_sha256", "url"))
+
+
 class Fields:
     """Collects issues while reading raw YAML data."""
 
@@ -116,7 +124,8 @@ class Fields:
             self.error(join(path, key), f"must be a string (got {type_name(value)})")
             return None
         if pattern is not None and not pattern.fullmatch(value):
-            self.error(join(path, key), f"must be {expected} (got {value!r})")
+            shown = "" if never_echoed(key) else f" (got {value!r})"
+            self.error(join(path, key), f"must be {expected}{shown}")
             return None
         return value
 

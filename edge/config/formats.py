@@ -6,6 +6,8 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from nodes.wire.node_config import url_for_message
+
 ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 ID_EXPECTED = "1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit"
 MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
@@ -23,18 +25,21 @@ SHA256_EXPECTED = "64 lowercase hex characters (a sha256 digest)"
 
 
 def listen_problem(value: str) -> str | None:
-    """Why ``value`` is not a ``host:port`` address, or None when it is one."""
+    """Why ``value`` is not a ``host:port`` address, or None when it is one.
+
+    A malformed value is not echoed: it may be something pasted into the wrong field.
+    """
     host, sep, port = value.rpartition(":")
     if not sep or not host:
-        return f"must be host:port (got {value!r})"
+        return "must be host:port, such as 127.0.0.1:8000"
     if not re.fullmatch(r"[0-9]{1,5}", port) or not 1 <= int(port) <= 65535:
-        return f"port must be 1-65535 (got {value!r})"
+        return "port must be 1-65535"
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
         ipaddress.ip_address(host)
     except ValueError:
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", host):
-            return f"host must be an IP address or a hostname (got {value!r})"
+            return "host must be an IP address or a hostname"
     return None
 
 
@@ -54,17 +59,22 @@ def is_loopback(value: str) -> bool:
 
 
 def url_problem(value: str) -> str | None:
-    """Why ``value`` is not a usable http(s) base URL, or None."""
+    """Why ``value`` is not a usable http(s) base URL, or None.
+
+    Messages name the URL without its userinfo, query or fragment (they may hold a key), and
+    not at all when it is no http(s) URL (it may be a key pasted into the wrong field).
+    """
     try:
         parts = urlsplit(value)
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
     except ValueError:
-        return f"must be an http(s) URL (got {value!r})"
+        return "must be an http(s) URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"must be an http(s) URL (got {value!r})"
+        return "must be an http(s) URL"
     if parts.username or parts.password:
         return "must not carry credentials; name an environment variable with api_key_env"
     if parts.query or parts.fragment:
-        return f"must not have a query or fragment (got {value!r})"
+        return f"must not have a query or fragment (got {url_for_message(value)} with one)"
     return None
 
 

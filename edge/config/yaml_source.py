@@ -1,8 +1,11 @@
-"""Safe YAML parsing for configs: no tags, no duplicate keys, bounded size and alias expansion.
+"""Safe YAML parsing for configs: no tags, no duplicate keys, no merge keys, bounded size and
+alias expansion.
 
 PyYAML's safe loader still keeps the last of two equal keys silently and lets aliases fan out
 exponentially ("billion laughs"). Both would let a config mean something other than it reads, so
-both are errors here.
+both are errors here. Merge keys (`<<: [*a, *a]`) are refused while composing: their flattening
+copies pairs for every alias, exponentially when chained, before any size check could see them,
+and a config has no need of them.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ MAX_EXPANDED_NODES = 200_000
 # What PyYAML's safe constructors raise on a malformed value behind an explicit standard tag or a
 # date-like scalar (`!!bool maybe`, `!!timestamp foo`, `2024-13-01`, an int over the digit limit).
 _VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and counts aliases as they are composed."""
+    """SafeLoader that rejects duplicate and merge keys and counts aliases as they are composed."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -37,24 +41,35 @@ class _StrictLoader(yaml.SafeLoader):
                 raise ConfigError.single(
                     _where(event.start_mark), f"more than {MAX_ALIASES} YAML aliases"
                 )
-        return super().compose_node(parent, index)
+        node = super().compose_node(parent, index)
+        # `<<` (or an explicit `!!merge`) resolves to this tag; nothing is constructed yet.
+        if node is not None and node.tag == _MERGE_TAG:
+            raise ConfigError.single(
+                _where(node.start_mark), "`<<` merge keys are not allowed; write the keys out"
+            )
+        return node
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)
         except _VALUE_ERRORS:
             kind = node.tag.rpartition(":")[2]
-            value = node.value if isinstance(node.value, str) else ""
-            shown = repr(value if len(value) <= 40 else value[:40] + "...")
             raise ConfigError.single(
-                _where(node.start_mark), f"invalid YAML value: cannot read {shown} as {kind}"
+                _where(node.start_mark),
+                f"invalid YAML value: cannot read {self._shown(node)} as {kind}",
             ) from None
+
+    def _shown(self, node: yaml.Node) -> str:
+        """The value, when it only looks like its type (`2024-13-45`); an explicitly tagged
+        value (`!!int ...`) may be anything, a secret too, and is not echoed."""
+        value = node.value if isinstance(node.value, str) else ""
+        if self.resolve(yaml.ScalarNode, value, (True, False)) != node.tag:
+            return "this value"
+        return repr(value if len(value) <= 40 else value[:40] + "...")
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, float, bool)) and key is not None:
                 raise ConfigError.single(
@@ -109,8 +124,9 @@ def parse_yaml(text: str | bytes) -> Any:
         raise ConfigError.single("", f"invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise ConfigError.single("", "invalid YAML: nested too deeply") from None
-    except _VALUE_ERRORS as exc:
-        raise ConfigError.single("", f"invalid YAML value: {exc}") from None
+    except _VALUE_ERRORS:
+        # Not echoed: the exception's text may quote the value.
+        raise ConfigError.single("", "invalid YAML value") from None
     finally:
         if loader is not None:
             loader.dispose()

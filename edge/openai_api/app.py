@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from edge.config.schema import PrincipalToken
 from edge.openai_api.chat import chat
 from edge.openai_api.errors import APIError
 from edge.openai_api.exchange import Exchange, Receive
@@ -26,12 +28,16 @@ from edge.tokens import bearer_token
 # Read once: Django's settings object is lazy and costs a lookup per attribute on the hot path.
 MAX_BODY_BYTES: int = settings.IOP_MAX_BODY_BYTES
 DRAINING_RETRY_AFTER_S = 5  # another Edge, or this one restarted, can take it by then
+INTERNAL_ERROR = "internal_error"
+
+log = logging.getLogger("edge.openai_api")
 
 
 async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     runtime = get_runtime()
     exchange = Exchange(_incoming_request_id(scope) or os.urandom(12).hex())
     path, method = scope["path"].rstrip("/"), scope["method"]
+    answer = _Answer(send)
     runtime.drain.enter()
     try:
         if runtime.drain.draining:
@@ -45,21 +51,46 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
             if method != "POST":
                 raise APIError(405, "Use POST for /v1/chat/completions.", code="method_not_allowed")
             _authenticate(runtime, exchange, scope)
-            await chat(runtime, exchange, await _read_body(scope, receive), receive, send)
+            await chat(runtime, exchange, await _read_body(scope, receive), receive, answer)
         elif path == "/v1/models":
             if method != "GET":
                 raise APIError(405, "Use GET for /v1/models.", code="method_not_allowed")
             _authenticate(runtime, exchange, scope)
-            await _models(runtime, exchange, send)
+            await _models(runtime, exchange, answer)
         else:
             raise APIError(404, f"Unknown endpoint {method} {scope['path']}.", code="not_found")
     except APIError as error:
-        await send_error(send, error, exchange.headers)
+        await send_error(answer, error, exchange.headers)
+    except Exception:
+        # A bug, not the caller's doing: logged with its traceback, answered with the envelope
+        # (not the server's HTML page) unless the answer had started already.
+        log.exception("request %s failed", exchange.request_id)
+        if exchange.usage is not None:
+            exchange.usage.status = INTERNAL_ERROR
+        if answer.started:
+            raise
+        failure = APIError(500, "The Edge failed to handle this request.", code=INTERNAL_ERROR)
+        await send_error(answer, failure, exchange.headers)
     finally:
         runtime.drain.leave()
         if exchange.usage is not None:
             exchange.usage.total_ms = (time.monotonic() - exchange.started) * 1000
             runtime.usage.record(exchange.usage)
+
+
+class _Answer:
+    """The ASGI ``send``, noting whether the response has started."""
+
+    __slots__ = ("send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self.send(message)
 
 
 # A caller's own request id is kept when it is plainly an id (it goes back out as a header).
@@ -80,10 +111,23 @@ def _authenticate(runtime: EdgeRuntime, exchange: Exchange, scope: dict[str, Any
             token = bearer_token(value)
             break
     principal = runtime.principal_for(token) if token else None
-    if principal is None and runtime.config.openai.require_auth:
-        message = "Missing bearer token." if not token else "Invalid bearer token."
-        raise APIError(401, message, code="invalid_api_key")
+    if principal is None:
+        if runtime.config.openai.require_auth:
+            message = "Missing bearer token." if not token else "Invalid bearer token."
+            raise APIError(401, message, code="invalid_api_key")
+        principal = UNKNOWN_TOKEN if token else ANONYMOUS
     exchange.principal = principal
+
+
+# Who a caller served without a known token (`openai.require_auth: false`) is metered as: no
+# configured principal_ref can be either (a ref starts with a letter or digit), and a wrong
+# token shows as such without the token itself being kept.
+ANONYMOUS = PrincipalToken(
+    token_ref="", token_hash_sha256="", principal_ref="(anonymous)", alias=None
+)
+UNKNOWN_TOKEN = PrincipalToken(
+    token_ref="", token_hash_sha256="", principal_ref="(unknown token)", alias=None
+)
 
 
 def body_too_large(limit: int) -> APIError:

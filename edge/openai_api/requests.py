@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from edge.config.schema import Generation
@@ -13,6 +14,11 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "functio
 MAX_N = 128  # choices per request, as OpenAI allows
 # The names a caller may give its output-token limit; OpenAI's current one first.
 MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
+# Arrays and objects within each other. Far more than a chat request needs, and far less than
+# Python's recursion limit, which every later step that walks the body (encoding it for the
+# wire, estimating its tokens) would otherwise hit, some before json.loads does.
+MAX_JSON_DEPTH = 64
+_TOO_DEEP = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,19 +30,44 @@ class ChatRequest:
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
+    if _nested_too_deeply(raw):
+        raise invalid(_TOO_DEEP)
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise invalid("The request body is not valid JSON.") from None
+    except RecursionError:  # deep nesting the count above missed (the body is not UTF-8 JSON)
+        raise invalid(_TOO_DEEP) from None
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
     return body
+
+
+_NOT_STRUCTURE = bytes(range(256)).translate(None, b'[]{}"')
+_STEP = tuple(1 if byte in b"[{" else -1 if byte in b"]}" else 0 for byte in range(256))
+
+
+def _nested_too_deeply(raw: bytes) -> bool:
+    """Whether the body's arrays and objects go past the limit, read off its bytes unparsed.
+
+    Most bodies have fewer brackets than the limit and are not looked at further; otherwise the
+    count runs in C (string contents dropped, then the running sum of opens and closes), so even
+    a body at the size limit takes a fraction of what parsing it does.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    # Escapes go first, so every quote left opens or closes a string; then strings' contents.
+    structure = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    structure = b"".join(structure.split(b'"')[::2])
+    return max(accumulate(map(_STEP.__getitem__, structure)), default=0) > MAX_JSON_DEPTH
 
 
 def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("'model' is required and must be a non-empty string.", "model")
+    if not _encodable(model):
+        raise invalid("'model' must be valid Unicode (it holds a lone surrogate).", "model")
     _check_messages(body.get("messages"))
     stream = body.get("stream", False)
     if stream is None:
@@ -57,6 +88,19 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
             raise invalid(f"'{key}' must be a positive integer.", key)
     include_usage = bool(stream and options and options.get("include_usage"))
     return ChatRequest(model=model, body=body, stream=stream, include_usage=include_usage)
+
+
+def _encodable(text: str) -> bool:
+    """No lone surrogate (JSON's `"\\ud800"`): such a string cannot be stored or logged as UTF-8.
+
+    Only `model` is checked: it is metered and quoted back; the rest of the body goes to the
+    upstream as JSON, which escapes a lone surrogate.
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_messages(messages: Any) -> None:

@@ -9,10 +9,18 @@ from asgiref.sync import async_to_sync
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from edge.operator_api.permissions import LoopbackOnly
+from edge.operator_api.base import OperatorAPIView
 from edge.runtime import get_runtime
+from nodes import wire
+
+
+def _reported(text: str | None, limit: int) -> str | None:
+    """What a Node reported, as a JSON answer can always carry it: within the wire's bound for
+    it, lone surrogates (no UTF-8 form) replaced. The codec refuses both; this holds regardless."""
+    if text is None:
+        return None
+    return wire.clip(text, limit).encode(errors="replace").decode()
 
 
 async def runtime_status() -> dict[str, Any]:
@@ -23,18 +31,22 @@ async def runtime_status() -> dict[str, Any]:
         "edge": runtime.config.edge.id,
         "revision": runtime.config.revision,
         "nodes": {
-            session.node_id: {"ready": session.ready, "acked_revision": session.acked_revision}
+            session.node_id: {
+                "ready": session.ready,
+                "acked_revision": _reported(session.acked_revision, wire.MAX_REVISION_CHARS),
+            }
             for session in runtime.nodes.sessions()
         },
-        "providers": {pid: asdict(p) for pid, p in sorted(stats.providers.items())},
+        "providers": {
+            pid: {**asdict(p), "health_detail": _reported(p.health_detail, wire.MAX_DETAIL_CHARS)}
+            for pid, p in sorted(stats.providers.items())
+        },
         "models": {mid: asdict(m) for mid, m in sorted(stats.models.items())},
         "usage_dropped": runtime.usage.dropped,
     }
 
 
-class StatusView(APIView):
-    permission_classes = [LoopbackOnly]
-
+class StatusView(OperatorAPIView):
     @extend_schema(summary="Pool and Node status", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response(async_to_sync(runtime_status)())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from edge.operator_api.permissions import LoopbackOnly
+from edge.operator_api.base import OperatorAPIView
 from edge.operator_api.status import StatusView
 from refresh.views import RefreshView
 
@@ -14,7 +14,17 @@ urlpatterns = [
     path("status", StatusView.as_view(), name="status"),
     path(
         "api/schema/",
-        SpectacularAPIView.as_view(urlconf=__name__, permission_classes=[LoopbackOnly]),
+        SpectacularAPIView.as_view(
+            urlconf=__name__,
+            authentication_classes=OperatorAPIView.authentication_classes,
+            permission_classes=OperatorAPIView.permission_classes,
+        ),
         name="schema",
     ),
 ]
+
+# Django's own answers on this listener are JSON too (edge.operator_api.errors).
+handler400 = "edge.operator_api.errors.bad_request"
+handler403 = "edge.operator_api.errors.forbidden"
+handler404 = "edge.operator_api.errors.not_found"
+handler500 = "edge.operator_api.errors.server_error"

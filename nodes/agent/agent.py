@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from websockets.asyncio.client import connect
@@ -14,6 +16,7 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from nodes import wire
 from nodes.agent.adapters import build_adapter
+from nodes.agent.env_access import EnvAccess
 from nodes.agent.registry import AdapterFactory
 from nodes.agent.session import EdgeSession, SessionOutcome
 
@@ -27,6 +30,9 @@ class AgentSettings:
     token: str = field(repr=False)
     drain_timeout_s: float = 30.0
     open_timeout_s: float = 10.0
+    # Names the Edge's config may make this Node read, past the default rule (env_access.py).
+    allowed_env: frozenset[str] = frozenset()
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False)
 
 
 class Backoff:
@@ -65,11 +71,15 @@ class NodeAgent:
         settings: AgentSettings,
         *,
         backoff: Backoff | None = None,
-        adapter_factory: AdapterFactory = build_adapter,
+        adapter_factory: AdapterFactory | None = None,
     ) -> None:
         self._settings = settings
         self._backoff = backoff or Backoff()
-        self._adapter_factory = adapter_factory
+        self._env_access = EnvAccess(settings.allowed_env, settings.environ, settings.token)
+        # Adapters see only the variables the Node reads; a config naming another is rejected.
+        self._adapter_factory = adapter_factory or functools.partial(
+            build_adapter, environ=self._env_access.view()
+        )
         self._stop = asyncio.Event()
         self._session: EdgeSession | None = None
         self._drain_task: asyncio.Task[None] | None = None
@@ -131,7 +141,10 @@ class NodeAgent:
             ) as websocket:
                 logger.info("connected to %s", settings.edge_url)
                 session = EdgeSession(
-                    websocket, settings.node_id, adapter_factory=self._adapter_factory
+                    websocket,
+                    settings.node_id,
+                    adapter_factory=self._adapter_factory,
+                    env_access=self._env_access,
                 )
                 self._session = session
                 try:

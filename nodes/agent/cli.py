@@ -18,9 +18,9 @@ from websockets.exceptions import InvalidURI
 from websockets.uri import parse_uri
 
 from nodes.agent.agent import AgentSettings, Backoff, NodeAgent
+from nodes.agent.env_access import ALLOWED_ENV, DEFAULT_SUFFIX, TOKEN_ENV, allowed_names
 from nodes.agent.session import AGENT_VERSION
 
-TOKEN_ENV = "IOP_NODE_TOKEN"
 EXIT_USAGE = 2
 
 
@@ -41,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--node-id", required=True, help="this node's id in the Edge config")
     parser.add_argument("--token-file", help=f"file holding the node token (else ${TOKEN_ENV})")
+    parser.add_argument(
+        "--allow-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"an environment variable the Edge's config may name as an adapter's api_key_env "
+        f"(repeatable; also ${ALLOWED_ENV}, comma-separated). Names ending in {DEFAULT_SUFFIX} "
+        f"that do not start with IOP_ are allowed without it; {TOKEN_ENV} never is",
+    )
     parser.add_argument(
         "--drain-timeout",
         type=float,
@@ -81,11 +90,17 @@ def parse_settings(
         raise UsageError("--drain-timeout must be >= 0")
     if args.max_backoff <= 0:
         raise UsageError("--max-backoff must be > 0")
+    try:
+        allowed_env = allowed_names(args.allow_env, environ)
+    except ValueError as exc:
+        raise UsageError(f"--allow-env / {ALLOWED_ENV}: {exc}") from None
     settings = AgentSettings(
         edge_url=args.edge,
         node_id=args.node_id,
         token=read_token(args.token_file, environ),
         drain_timeout_s=args.drain_timeout,
+        allowed_env=allowed_env,
+        environ=environ,
     )
     return settings, args
 

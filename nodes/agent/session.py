@@ -18,6 +18,7 @@ from websockets.exceptions import ConnectionClosed
 
 from nodes import wire
 from nodes.agent.adapters import Adapter, AdapterError, Delta, Response, build_adapter
+from nodes.agent.env_access import EnvAccess
 from nodes.agent.health import HealthMap, HealthMonitor
 from nodes.agent.registry import AdapterFactory, Registry, RegistrySlot, RouteError
 
@@ -47,10 +48,12 @@ class EdgeSession:
         node_id: str,
         *,
         adapter_factory: AdapterFactory = build_adapter,
+        env_access: EnvAccess | None = None,
     ) -> None:
         self._ws = websocket
         self._node_id = node_id
         self._adapter_factory = adapter_factory
+        self._env_access = env_access or EnvAccess()
         self._registries = RegistrySlot()
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._health_task: asyncio.Task[None] | None = None
@@ -155,6 +158,8 @@ class EdgeSession:
         try:
             # The frame checks only that ``node`` is an object; the parser checks the rest.
             spec = wire.parse_node_config(node, node_id=self._node_id)
+            if problems := self._env_access.problems(spec):
+                raise wire.NodeConfigError(problems)
             registry = Registry.build(
                 spec,
                 revision,

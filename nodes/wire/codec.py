@@ -8,10 +8,25 @@ keys are ignored, so either side can add optional fields later.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable
 from typing import Any, TypeGuard, cast
 
-from nodes.wire.frames import FRAME_TYPES, MAX_FRAME_BYTES, PROTOCOL_VERSION, Frame
+from nodes.wire.frames import (
+    FRAME_TYPES,
+    MAX_CODE_CHARS,
+    MAX_DETAIL_CHARS,
+    MAX_FRAME_BYTES,
+    MAX_HEALTH_PROVIDERS,
+    MAX_ID_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_REVISION_CHARS,
+    MAX_VERSION_CHARS,
+    PROTOCOL_VERSION,
+    Frame,
+    clip,
+)
 
 
 class FrameError(Exception):
@@ -51,13 +66,27 @@ def _is_str(value: Any) -> TypeGuard[str]:
     return type(value) is str
 
 
-def _is_id(value: Any) -> TypeGuard[str]:
-    return type(value) is str and value != ""
+def _matcher(pattern: str) -> _Check:
+    match = re.compile(pattern).fullmatch
+    return lambda value: type(value) is str and match(value) is not None
 
+
+def _at_most(limit: int) -> _Check:
+    return lambda value: type(value) is str and len(value) <= limit
+
+
+# No whitespace, control characters or lone surrogates: an id is shown in logs and JSON as is.
+_is_id = _matcher(rf"[^\s\x00-\x1f\ud800-\udfff]{{1,{MAX_ID_CHARS}}}")
+_is_code = _matcher(rf"[^\s\x00-\x1f\ud800-\udfff]{{1,{MAX_CODE_CHARS}}}")
+_is_revision = _matcher(rf"[A-Za-z0-9:._+-]{{1,{MAX_REVISION_CHARS}}}")
+_is_version = _matcher(rf"[!-~]{{1,{MAX_VERSION_CHARS}}}")  # printable ASCII
+_is_message = _at_most(MAX_MESSAGE_CHARS)
+_is_detail = _at_most(MAX_DETAIL_CHARS)
+_is_short = _at_most(MAX_CODE_CHARS)  # an upstream's own words for a code or finish reason
+_SHORT_KIND = f"a string of at most {MAX_CODE_CHARS} characters"
 
 # Bounds that keep a Node's numbers inside the metering columns.
 MAX_TOKEN_COUNT = 2**31 - 1
-MAX_ERROR_CODE_CHARS = 64
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -65,7 +94,8 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 def _is_number(value: Any) -> bool:
-    return type(value) is float or type(value) is int
+    # json.loads takes NaN and Infinity, which are no time and no count.
+    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def _is_bool(value: Any) -> TypeGuard[bool]:
@@ -76,17 +106,25 @@ def _is_object(value: Any) -> bool:
     return type(value) is dict
 
 
+def _is_http_status(value: Any) -> bool:
+    return type(value) is int and 100 <= value <= 599
+
+
 def _or_null(check: _Check) -> _Check:
     return lambda value: value is None or check(value)
 
 
-_is_int_or_null = _or_null(_is_int)
-
+_ID_KIND = f"an id (1 to {MAX_ID_CHARS} characters, no whitespace or control characters)"
 _KIND: dict[_Check, str] = {
     _is_str: "a string",
-    _is_id: "a non-empty string",
+    _is_id: _ID_KIND,
+    _is_code: f"a code (1 to {MAX_CODE_CHARS} characters, no whitespace or control characters)",
+    _is_revision: f"a revision (1 to {MAX_REVISION_CHARS} of A-Z a-z 0-9 : . _ + -)",
+    _is_version: f"a version (1 to {MAX_VERSION_CHARS} printable ASCII characters)",
+    _is_message: f"a string of at most {MAX_MESSAGE_CHARS} characters",
+    _is_detail: f"a string of at most {MAX_DETAIL_CHARS} characters",
     _is_int: "an integer",
-    _is_number: "a number",
+    _is_number: "a finite number",
     _is_bool: "a boolean",
     _is_object: "an object",
 }
@@ -102,23 +140,25 @@ def _field(name: str, check: _Check, *, required: bool = True, nullable: bool = 
     return (name, check, kind, required)
 
 
+# Every field of every frame, its type and its bound, in one place; free-form payloads (``node``,
+# ``request``, a delta's ``data``) are bounded by the frame size and checked by their own parsers.
 _SCHEMA: dict[str, tuple[_Field, ...]] = {
     "hello": (
         _field("protocol", _is_int),
         _field("node_id", _is_id),
-        _field("agent_version", _is_str),
+        _field("agent_version", _is_version),
     ),
-    "config": (_field("revision", _is_id), _field("node", _is_object)),
+    "config": (_field("revision", _is_revision), _field("node", _is_object)),
     "config.refresh": (
         _field("refresh_id", _is_id),
-        _field("revision", _is_id),
+        _field("revision", _is_revision),
         _field("node", _is_object),
     ),
     "config.ack": (
-        _field("revision", _is_str),
-        _field("refresh_id", _is_str, required=False, nullable=True),
+        _field("revision", _is_revision),
+        _field("refresh_id", _is_id, required=False, nullable=True),
         _field("status", _is_str),
-        _field("error", _is_str, required=False, nullable=True),
+        _field("error", _is_message, required=False, nullable=True),
     ),
     "provider.health": (_field("providers", _is_object),),
     "run.request": (
@@ -135,7 +175,7 @@ _SCHEMA: dict[str, tuple[_Field, ...]] = {
         _field("data", _is_object),
     ),
     "run.cancel": (_field("run_id", _is_id),),
-    "error": (_field("code", _is_id), _field("message", _is_str)),
+    "error": (_field("code", _is_code), _field("message", _is_message)),
     "part": (_field("run_id", _is_id), _field("data", _is_str), _field("more", _is_bool)),
     "ping": (_field("ts", _is_number, required=False, nullable=True),),
     "pong": (_field("ts", _is_number, required=False, nullable=True),),
@@ -170,7 +210,7 @@ def decode(
     if frame_type is None:
         raise FrameError("missing_field", "frame has no 'type'", "type")
     if type(frame_type) is not str or frame_type not in _SCHEMA:
-        raise FrameError("unknown_type", f"unknown frame type {frame_type!r}", "type")
+        raise FrameError("unknown_type", f"unknown frame type {_shown(frame_type)}", "type")
     if frame_type not in accept:
         raise FrameError(
             "unexpected_type", f"frame type {frame_type!r} is not accepted here", "type"
@@ -201,6 +241,11 @@ def run_id_of(text: str | bytes, types: frozenset[str]) -> str | None:
     return run_id if frame["type"] in types and _is_id(run_id) else None
 
 
+def _shown(value: Any) -> str:
+    """A peer's value as an error message may quote it: short, whatever the peer sent."""
+    return clip(repr(value), 40)
+
+
 def _bad(frame_type: str, field: str, kind: str) -> FrameError:
     return FrameError("bad_field", f"{frame_type}: field '{field}' must be {kind}", field)
 
@@ -212,7 +257,8 @@ def _check_nested(frame_type: str, frame: dict[str, Any]) -> None:
         if frame["protocol"] != PROTOCOL_VERSION:
             raise FrameError(
                 "unsupported_protocol",
-                f"hello: protocol {frame['protocol']} is not supported (speaks {PROTOCOL_VERSION})",
+                f"hello: protocol {_shown(frame['protocol'])} is not supported "
+                f"(speaks {PROTOCOL_VERSION})",
                 "protocol",
             )
     elif frame_type == "config.ack":
@@ -221,13 +267,18 @@ def _check_nested(frame_type: str, frame: dict[str, Any]) -> None:
         if frame["status"] == "rejected" and not frame.get("error"):
             raise _bad("config.ack", "error", "a reason when status is 'rejected'")
     elif frame_type == "provider.health":
-        for pid, entry in frame["providers"].items():
+        providers = frame["providers"]
+        if len(providers) > MAX_HEALTH_PROVIDERS:
+            raise _bad(frame_type, "providers", f"at most {MAX_HEALTH_PROVIDERS} providers")
+        for pid, entry in providers.items():
+            if not _is_id(pid):  # checked first: the field names below quote it
+                raise _bad(frame_type, "providers", f"keyed by provider ids, each {_ID_KIND}")
             if type(entry) is not dict:
                 raise _bad(frame_type, f"providers.{pid}", "an object")
             if not _is_bool(entry.get("healthy")):
                 raise _bad(frame_type, f"providers.{pid}.healthy", "a boolean")
-            if not _is_str(entry.get("detail")):
-                raise _bad(frame_type, f"providers.{pid}.detail", "a string")
+            if not _is_detail(entry.get("detail")):
+                raise _bad(frame_type, f"providers.{pid}.detail", _KIND[_is_detail])
 
 
 def _check_run_event(event: str, data: dict[str, Any]) -> None:
@@ -241,26 +292,24 @@ def _check_run_event(event: str, data: dict[str, Any]) -> None:
             count = usage.get(name)
             if not _is_int(count) or not 0 <= count <= MAX_TOKEN_COUNT:
                 raise _bad("run.event", f"data.usage.{name}", "a token count (0 to 2**31 - 1)")
-        if not _is_str(data.get("finish_reason")):
-            raise _bad("run.event", "data.finish_reason", "a string")
+        if not _is_short(data.get("finish_reason")):
+            raise _bad("run.event", "data.finish_reason", _SHORT_KIND)
         if not _is_bool(data.get("finish_sent", False)):
             raise _bad("run.event", "data.finish_sent", "a boolean")
         return
     if event == "error":
-        code = data.get("code")
-        if not _is_id(code) or len(code) > MAX_ERROR_CODE_CHARS:
-            raise _bad("run.event", "data.code", "a non-empty string of at most 64 characters")
-        if not _is_str(data.get("message")):
-            raise _bad("run.event", "data.message", "a string")
-        if not _is_int_or_null(data.get("status")):
-            raise _bad("run.event", "data.status", "an integer or null")
+        if not _is_code(data.get("code")):
+            raise _bad("run.event", "data.code", _KIND[_is_code])
+        if not _is_message(data.get("message")):
+            raise _bad("run.event", "data.message", _KIND[_is_message])
+        status = data.get("status")
+        if status is not None and not _is_http_status(status):
+            raise _bad("run.event", "data.status", "an HTTP status (100 to 599) or null")
         retry_after = data.get("retry_after")
         if retry_after is not None and not (_is_number(retry_after) and retry_after >= 0):
             raise _bad("run.event", "data.retry_after", "a number of seconds >= 0 or null")
         upstream_code = data.get("upstream_code")
-        if upstream_code is not None and not (
-            _is_str(upstream_code) and len(upstream_code) <= MAX_ERROR_CODE_CHARS
-        ):
-            raise _bad("run.event", "data.upstream_code", "a string of at most 64 characters")
+        if upstream_code is not None and not _is_short(upstream_code):
+            raise _bad("run.event", "data.upstream_code", f"{_SHORT_KIND} or null")
         return
     raise _bad("run.event", "event", "'delta', 'response', 'done' or 'error'")

@@ -24,6 +24,23 @@ MAX_MESSAGE_BYTES = 2 * MAX_BODY_BYTES
 # the codec and costs only the run it names, not the whole session.
 MAX_SOCKET_MESSAGE_BYTES = 4 * MAX_FRAME_BYTES
 
+# The bounds of every frame field (docs/wire.md, "Field bounds"): ``decode`` refuses a field
+# past its bound (``bad_field``), and the builders clip free text to it, so a peer's own words (an
+# upstream's error message, a probe's detail) never cost it the frame.
+MAX_ID_CHARS = 256  # run, node, provider, adapter and refresh ids, served model names
+MAX_REVISION_CHARS = 128  # a config revision (the Edge sends "sha256:" and 64 hex digits)
+MAX_VERSION_CHARS = 64  # hello.agent_version
+MAX_CODE_CHARS = 64  # error codes, an upstream's own code, finish_reason
+MAX_MESSAGE_CHARS = 8 * 1024  # error messages: error frames, run errors, a config.ack's reason
+MAX_DETAIL_CHARS = 1024  # a provider.health detail
+MAX_HEALTH_PROVIDERS = 1024  # providers in one provider.health frame
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 # Websocket close codes (private range 4000-4999, mirroring HTTP statuses).
 CLOSE_PROTOCOL_ERROR = 4400
 CLOSE_UNAUTHORIZED = 4401
@@ -235,7 +252,7 @@ def config_ack(
         "revision": revision,
         "refresh_id": refresh_id,
         "status": "applied" if error is None else "rejected",
-        "error": error,
+        "error": None if error is None else clip(error, MAX_MESSAGE_CHARS),
     }
 
 
@@ -243,7 +260,7 @@ def provider_health(providers: Mapping[str, tuple[bool, str]]) -> ProviderHealth
     return {
         "type": "provider.health",
         "providers": {
-            pid: {"healthy": healthy, "detail": detail}
+            pid: {"healthy": healthy, "detail": clip(detail, MAX_DETAIL_CHARS)}
             for pid, (healthy, detail) in providers.items()
         },
     }
@@ -279,7 +296,7 @@ def run_response(run_id: str, completion: dict[str, Any]) -> RunEvent:
 def run_done(
     run_id: str, usage: Usage, finish_reason: str, *, finish_sent: bool = False
 ) -> RunEvent:
-    data: DoneData = {"usage": usage, "finish_reason": finish_reason}
+    data: DoneData = {"usage": usage, "finish_reason": clip(finish_reason, MAX_CODE_CHARS)}
     if finish_sent:
         data["finish_sent"] = True
     return {"type": "run.event", "run_id": run_id, "event": "done", "data": data}
@@ -294,7 +311,7 @@ def run_error(
     retry_after: float | None = None,
     upstream_code: str | None = None,
 ) -> RunEvent:
-    data: ErrorData = {"code": code, "message": message, "status": status}
+    data: ErrorData = {"code": code, "message": clip(message, MAX_MESSAGE_CHARS), "status": status}
     if retry_after is not None:
         data["retry_after"] = retry_after
     if upstream_code is not None:
@@ -307,7 +324,7 @@ def run_cancel(run_id: str) -> RunCancel:
 
 
 def error(code: str, message: str) -> Error:
-    return {"type": "error", "code": code, "message": message}
+    return {"type": "error", "code": code, "message": clip(message, MAX_MESSAGE_CHARS)}
 
 
 def ping(ts: float | None = None) -> Ping:

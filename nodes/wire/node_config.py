@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, TypedDict, cast, get_args
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 AdapterType = Literal["echo", "openai_http"]
 ADAPTER_TYPES: tuple[AdapterType, ...] = get_args(AdapterType)
@@ -161,6 +161,24 @@ def health_path_problem(value: object) -> str | None:
     return "must be a path under base_url such as /health (no query), or false for no probe"
 
 
+def url_for_message(value: str) -> str:
+    """``value`` as a message may name it: no userinfo, query or fragment, which may hold a key.
+
+    Only a URL with a scheme and a host is named at all; anything else may be the key itself.
+    """
+    try:
+        parts = urlsplit(value)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "an unreadable URL"
+    if not parts.scheme or not host:
+        return "a value that is no URL"
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def max_tokens_param_problem(value: object) -> str | None:
     """Why ``value`` is no ``max_tokens_param``; None if it is one."""
     if value is None or value in MAX_TOKENS_PARAMS:
@@ -283,7 +301,8 @@ def _http_url(item: dict[str, Any], path: str, problems: list[str]) -> str | Non
     """``base_url`` without its trailing slashes, or None with the problem recorded."""
     value = item.get("base_url")
     if not isinstance(value, str) or not _is_http_url(value):
-        problems.append(f"{path}.base_url: must be an http:// or https:// URL, got {value!r}")
+        # The value is not echoed: it may be a key pasted into the wrong field.
+        problems.append(f"{path}.base_url: must be an http:// or https:// URL")
         return None
     return value.rstrip("/")
 

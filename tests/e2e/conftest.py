@@ -192,11 +192,11 @@ class OpenAIStack:
 
     @property
     def status_url(self) -> str:
-        return f"http://127.0.0.1:{self.edge.admin_port}/status"
+        return f"{self.edge.operator_url}/status"
 
     def status(self) -> dict[str, Any]:
         """`GET /status` on the operator listener."""
-        response = httpx.get(self.status_url, timeout=10)
+        response = httpx.get(self.status_url, headers=self.edge.operator_headers(), timeout=10)
         response.raise_for_status()
         return response.json()
 

@@ -122,9 +122,11 @@ class EdgeProcess:
         self.public_port = int(config["edge"]["listen"].rpartition(":")[2])
         self.admin_port = int(config["edge"]["admin_listen"].rpartition(":")[2])
         self.log_path = workdir / "edge.log"
+        self.operator_token_file = self.var_dir / "operator-token"  # the Edge creates it
         self.env = {
             **os.environ,
             "IOP_VAR_DIR": str(self.var_dir),
+            "IOP_OPERATOR_TOKEN_FILE": str(self.operator_token_file),
             "DATABASE_URL": f"sqlite:///{self.var_dir / 'edge.sqlite3'}",
             "IOP_NODE_PING_INTERVAL_S": "1",
             "IOP_NODE_HELLO_TIMEOUT_S": "2",
@@ -143,6 +145,14 @@ class EdgeProcess:
     @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.public_port}/ws/node/"
+
+    @property
+    def operator_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    def operator_headers(self) -> dict[str, str]:
+        """What a call to the operator API sends: the operator token this Edge created."""
+        return {"Authorization": f"Bearer {self.operator_token_file.read_text().strip()}"}
 
     def start(self) -> EdgeProcess:
         self.var_dir.mkdir(parents=True, exist_ok=True)

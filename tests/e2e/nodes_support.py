@@ -47,7 +47,7 @@ def chat_body(model: str, text: str, *, stream: bool = False, **extra: Any) -> d
 
 
 def status(edge: EdgeProcess) -> dict[str, Any]:
-    response = httpx.get(f"http://127.0.0.1:{edge.admin_port}/status", timeout=5)
+    response = httpx.get(f"{edge.operator_url}/status", headers=edge.operator_headers(), timeout=5)
     response.raise_for_status()
     return response.json()
 
@@ -84,8 +84,8 @@ def wait_idle(edge: EdgeProcess, *provider_ids: str, timeout: float = WAIT_S) ->
 
 
 async def astatus(edge: EdgeProcess) -> dict[str, Any]:
-    async with httpx.AsyncClient(timeout=5) as client:
-        response = await client.get(f"http://127.0.0.1:{edge.admin_port}/status")
+    async with httpx.AsyncClient(timeout=5, headers=edge.operator_headers()) as client:
+        response = await client.get(f"{edge.operator_url}/status")
     response.raise_for_status()
     return response.json()
 

@@ -157,7 +157,8 @@ def test_a_provider_whose_runs_keep_failing_leaves_and_comes_back_half_open(stac
     shorter = copy.deepcopy(config)
     shorter["passive_health"]["cooldown_s"] = 0.2
     reply = httpx.post(
-        f"http://127.0.0.1:{stack.edge.admin_port}/refresh",
+        f"{stack.edge.operator_url}/refresh",
+        headers=stack.edge.operator_headers(),
         json={"mode": "apply", "config_yaml": yaml.safe_dump(shorter)},
         timeout=30,
     )

@@ -193,4 +193,6 @@ def test_a_runaway_run_does_not_grow_the_edges_memory(bounded: OpenAIStack) -> N
         bounded.wait_idle("up-1")  # the run is over on the Edge: cut at the limit
         grown = rss_bytes(pid) - before
 
-    assert grown < RUNAWAY // 4, f"the Edge grew by {grown} bytes"
+    # Without the limit it grows by about the whole run (~80 MB measured); allocator noise on a
+    # busy box is a few tens of MB at most.
+    assert grown < RUNAWAY // 2, f"the Edge grew by {grown} bytes"

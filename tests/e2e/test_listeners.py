@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import stat
+
 import httpx
 import pytest
 from websockets.asyncio.client import connect
@@ -42,12 +44,46 @@ def test_the_admin_ui_is_public_only(edge):
 
 
 def test_the_operator_api_is_on_the_admin_listener_only(edge):
-    assert httpx.get(url(edge.admin_port, "/status")).status_code == 200
-    assert httpx.get(url(edge.admin_port, "/api/schema/")).status_code == 200
-    assert (
-        httpx.post(url(edge.public_port, "/refresh"), json={"mode": "dry_run"}).status_code == 404
+    operator = edge.operator_headers()
+
+    assert httpx.get(url(edge.admin_port, "/status"), headers=operator).status_code == 200
+    assert httpx.get(url(edge.admin_port, "/api/schema/"), headers=operator).status_code == 200
+    refresh = httpx.post(
+        url(edge.public_port, "/refresh"), json={"mode": "dry_run"}, headers=operator
     )
-    assert httpx.get(url(openai_port(edge), "/status")).status_code == 404
+    assert refresh.status_code == 404
+    assert httpx.get(url(openai_port(edge), "/status"), headers=operator).status_code == 404
+
+
+def test_the_operator_api_needs_the_token_the_edge_created(edge):
+    assert stat.S_IMODE(edge.operator_token_file.stat().st_mode) == 0o600
+    assert str(edge.operator_token_file) in edge.log()  # where to find it, printed at start
+
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+        refused = httpx.post(
+            url(edge.admin_port, "/refresh"), json={"mode": "apply"}, headers=headers
+        )
+        assert refused.status_code == 401
+        assert "operator token" in refused.json()["detail"]
+        assert httpx.get(url(edge.admin_port, "/status"), headers=headers).status_code == 401
+
+
+def test_the_operator_api_refuses_what_a_browser_page_could_send(edge):
+    """A form post, or any request of another site's page, changes nothing even with the token."""
+    operator = edge.operator_headers()
+    before = httpx.get(url(edge.admin_port, "/status"), headers=operator).json()["revision"]
+
+    form = httpx.post(url(edge.admin_port, "/refresh"), data={"mode": "apply"}, headers=operator)
+    cross_site = httpx.post(
+        url(edge.admin_port, "/refresh"),
+        json={"mode": "apply"},
+        headers={**operator, "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+    )
+
+    assert (form.status_code, form.headers["content-type"]) == (415, "application/json")
+    assert cross_site.status_code == 403 and "Cross-site" in cross_site.json()["detail"]
+    after = httpx.get(url(edge.admin_port, "/status"), headers=operator).json()["revision"]
+    assert after == before
 
 
 @pytest.mark.parametrize("listener", ["admin", "openai"])

@@ -273,14 +273,14 @@ def http_stack(
                 "id": "up",
                 "type": "openai_http",
                 "base_url": upstream.base_url,
-                "api_key_env": "UPSTREAM_KEY",
+                "api_key_env": "UPSTREAM_API_KEY",
             }
         ],
         providers=[{"id": PROVIDER, "adapter": "up", "served_models": [SERVED], "capacity": 4}],
         models=[{"id": "chat", "providers": {PROVIDER: SERVED}}],
     )
     edge = edge_factory(config, name="nodes-openai-http")
-    node = node_factory(edge, NODE, env={"UPSTREAM_KEY": UPSTREAM_KEY})
+    node = node_factory(edge, NODE, env={"UPSTREAM_API_KEY": UPSTREAM_KEY})
     return HttpStack(edge, node, upstream)
 
 

@@ -516,3 +516,24 @@ async def test_parts_for_a_run_it_does_not_own_are_refused(
     refusal = await rogue.expect("error")
     assert refusal["code"] == "unknown_run"
     assert await rogue.still_open()
+
+
+# -- field bounds -------------------------------------------------------------------------------
+
+
+async def test_an_ack_with_an_oversized_or_odd_revision_is_refused_and_status_still_answers(
+    edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
+) -> None:
+    node = await raw_nodes(RAW)
+    config = await node.handshake()
+    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+
+    for revision in ("r" * 900_000, "\ud800", "sha256:<b>x</b>"):
+        await node.send(dict(wire.config_ack(revision)))
+        error = await node.expect("error")
+        assert (error["code"], "revision" in error["message"]) == ("bad_field", True)
+        assert len(error["message"]) < 200  # named, never quoted back
+
+    state = await astatus(edge)  # raises unless 200
+    assert state["nodes"][RAW]["acked_revision"] == config["revision"]
+    assert await node.still_open()

@@ -489,12 +489,10 @@ def test_queue_full_gets_429_with_retry_after(stack, client):
     with held_slot(client, "echo-q-full") as held:
         assert held["x-iop-provider"] == "q-full"
         assert stack.in_flight("q-full") == 1
-        started = time.monotonic()
         with pytest.raises(openai.RateLimitError) as caught:
             client.chat.completions.create(
                 model="echo-q-full", messages=user("x"), extra_headers={"x-request-id": request_id}
             )
-        assert time.monotonic() - started < 2  # refused at once, not after a wait
     assert caught.value.status_code == 429
     assert error_of(caught.value)["code"] == "queue_full"
     assert error_of(caught.value)["type"] == "rate_limit_error"
@@ -519,7 +517,7 @@ def test_queue_timeout_gets_429_with_retry_after(stack, client):
                 model="echo-q-wait", messages=user("x"), extra_headers={"x-request-id": request_id}
             )
         waited = time.monotonic() - started
-    assert 0.25 <= waited < 2.5, waited  # queue_timeout_s is 0.3
+    assert waited >= 0.25, waited  # it waited out queue_timeout_s (0.3), not refused at once
     assert caught.value.status_code == 429
     assert error_of(caught.value)["code"] == "queue_timeout"
     assert int(caught.value.response.headers["retry-after"]) >= 1

@@ -48,7 +48,7 @@ async def test_runs_never_reach_a_provider_before_its_node_has_it(
 
     async with httpx.AsyncClient(base_url=edge.base_url, timeout=30) as client:
         workers = [asyncio.create_task(traffic(client)) for _ in range(8)]
-        async with httpx.AsyncClient(timeout=30) as operator:
+        async with httpx.AsyncClient(timeout=30, headers=edge.operator_headers()) as operator:
             for round_index in range(10):
                 candidate = yaml.safe_dump(config(tokens, ports, added=round_index % 2 == 0))
                 reply = await operator.post(

@@ -307,7 +307,11 @@ async def test_applies_under_load_fail_no_run_and_leave_every_counter_at_zero(
             for _ in range(CLIENTS // PER_CLIENT)
         ]
         operator = await stack.enter_async_context(
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{admin}", timeout=WAIT_S)
+            httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{admin}",
+                headers=edge.operator_headers(),
+                timeout=WAIT_S,
+            )
         )
         holder = await stack.enter_async_context(
             httpx.AsyncClient(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,15 @@ def test_it_runs_a_working_gateway_and_stops_cleanly(tmp_path: Path) -> None:
 
         reply = wait_until(answer, timeout=30, what="the local Node to serve")
         assert reply.json()["choices"][0]["message"]["content"] == "echo: hello"
+
+        operator_token = tmp_path / "var" / "bootstrap" / "operator-token"
+        assert f"its token is in {operator_token}" in output
+        assert stat.S_IMODE(operator_token.stat().st_mode) == 0o600
+        status = httpx.get(
+            f"http://127.0.0.1:{admin}/status",
+            headers={"Authorization": f"Bearer {operator_token.read_text().strip()}"},
+        )
+        assert status.json()["nodes"]
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=40) == 0

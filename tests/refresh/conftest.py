@@ -6,6 +6,7 @@ import pytest
 
 from edge.config import load_config_text
 from edge.mirror import import_config
+from edge.operator_api.token import operator_token_digest, read_operator_token
 from edge.runtime import get_runtime, install_runtime, runtime_installed
 from tests.refresh.refresh_helpers import make_runtime
 
@@ -24,3 +25,11 @@ def installed_runtime(tmp_path, transactional_db):
     install_runtime(runtime)
     yield runtime
     install_runtime(previous)
+
+
+@pytest.fixture
+def operator_token(tmp_path, settings):
+    """The operator token of this test's Edge, in a token file of its own."""
+    settings.IOP_OPERATOR_TOKEN_FILE = tmp_path / "operator-token"
+    operator_token_digest(settings.IOP_OPERATOR_TOKEN_FILE)
+    return read_operator_token(settings.IOP_OPERATOR_TOKEN_FILE)

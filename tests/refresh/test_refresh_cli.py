@@ -43,7 +43,9 @@ class Running:
         self.env = {**edge.env, "IOP_CONFIG": str(edge.config_path)}
 
     def status(self) -> dict:
-        return httpx.get(f"http://127.0.0.1:{self.edge.admin_port}/status", timeout=5).json()
+        return httpx.get(
+            f"{self.edge.operator_url}/status", headers=self.edge.operator_headers(), timeout=5
+        ).json()
 
     def refresh(self, *args: str) -> Cli:
         done = subprocess.run(
@@ -165,9 +167,28 @@ def test_it_prints_the_result_as_json(running):
     assert result["changes"][0]["new"] == 5
 
 
+def test_it_sends_the_operator_token_and_is_refused_without_the_right_one(running, tmp_path):
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-operator-token\n")
+
+    refused = running.refresh("--token-file", str(wrong))
+    missing = running.refresh("--token-file", str(tmp_path / "missing"))
+
+    assert refused.code == 1
+    assert "answered HTTP 401: Missing or wrong operator token" in refused.err
+    assert missing.code == 1
+    assert f"cannot read the operator token from {tmp_path / 'missing'}" in missing.err
+    assert "The Edge creates it on its first start" in missing.err
+
+
 def test_it_exits_1_naming_the_url_when_the_edge_is_unreachable(tmp_path):
     url = f"http://127.0.0.1:{free_port()}/refresh"
-    env = {**os.environ, "IOP_VAR_DIR": str(tmp_path)}
+    (tmp_path / "operator-token").write_text("some-token\n")
+    env = {
+        **os.environ,
+        "IOP_VAR_DIR": str(tmp_path),
+        "IOP_OPERATOR_TOKEN_FILE": str(tmp_path / "operator-token"),
+    }
 
     done = subprocess.run(
         [sys.executable, "manage.py", "refresh", "--url", url],

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
+from django.test.client import encode_multipart
 
 from refresh.models import RefreshRecord
 from tests.refresh.refresh_helpers import (
@@ -22,8 +25,8 @@ pytestmark = pytest.mark.django_db
 class ListenerClient(Client):
     """A test client whose requests arrive on one listener's port (the middleware routes by it)."""
 
-    def __init__(self, port: int) -> None:
-        super().__init__()
+    def __init__(self, port: int, **defaults) -> None:
+        super().__init__(**defaults)
         self.port = str(port)
 
     def generic(self, *args, **extra):
@@ -32,9 +35,10 @@ class ListenerClient(Client):
 
 
 @pytest.fixture
-def operator(installed_runtime):
-    """A client on the operator listener, from loopback (the test client's REMOTE_ADDR)."""
-    return ListenerClient(OPERATOR_PORT)
+def operator(installed_runtime, operator_token):
+    """A client on the operator listener, from loopback (the test client's REMOTE_ADDR), that
+    sends the operator token."""
+    return ListenerClient(OPERATOR_PORT, HTTP_AUTHORIZATION=f"Bearer {operator_token}")
 
 
 def post(client, body, **extra):
@@ -106,12 +110,6 @@ def test_it_refuses_a_bad_body_and_records_nothing(operator, body):
     assert not RefreshRecord.objects.exists()
 
 
-def test_it_refuses_a_body_that_is_not_json(operator):
-    response = operator.post("/refresh", "mode=apply", content_type="application/json")
-
-    assert response.status_code == 400
-
-
 def test_it_answers_loopback_only_whatever_the_proxy_headers_say(operator):
     response = post(
         operator,
@@ -125,8 +123,8 @@ def test_it_answers_loopback_only_whatever_the_proxy_headers_say(operator):
     assert not RefreshRecord.objects.exists()
 
 
-def test_it_is_not_served_on_the_public_listener(installed_runtime):
-    public = ListenerClient(PUBLIC_PORT)
+def test_it_is_not_served_on_the_public_listener(installed_runtime, operator_token):
+    public = ListenerClient(PUBLIC_PORT, HTTP_AUTHORIZATION=f"Bearer {operator_token}")
 
     assert post(public, {"mode": "dry_run"}).status_code == 404
 
@@ -148,3 +146,131 @@ def test_it_shows_the_running_revision_on_status(operator, installed_runtime):
     assert body["revision"] == installed_runtime.config.revision
     assert body["providers"]["echo-1"]["capacity"] == 4
     assert operator.get("/status", REMOTE_ADDR="192.0.2.1").status_code == 403
+
+
+# -- who may call the operator API --------------------------------------------------------------
+
+APPLY = {"mode": "apply", "config_yaml": yaml_of(with_capacity(make_config(), 8))}
+
+
+def assert_nothing_applied(runtime, revision):
+    assert runtime.config.revision == revision
+    assert runtime.config_path.read_text() == yaml_of(make_config())
+    assert not RefreshRecord.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/x-www-form-urlencoded", f"mode=apply&config_yaml={APPLY['config_yaml']}"),
+        ("text/plain", json.dumps(APPLY)),
+        ("multipart/form-data; boundary=B", None),
+    ],
+)
+def test_it_refuses_a_body_that_is_not_json(operator, installed_runtime, content_type, body):
+    """A page of any site can send a form or text/plain without asking; JSON it cannot."""
+    revision = installed_runtime.config.revision
+    if body is None:
+        body = encode_multipart("B", APPLY)
+
+    response = operator.post("/refresh", body, content_type=content_type)
+
+    assert response.status_code == 415
+    assert "Unsupported media type" in response.json()["detail"]
+    assert_nothing_applied(installed_runtime, revision)
+
+
+def test_it_refuses_malformed_json(operator):
+    response = operator.post("/refresh", "mode=apply", content_type="application/json")
+
+    assert response.status_code == 400
+    assert "JSON parse error" in response.json()["detail"]
+
+
+def test_it_refuses_json_nested_too_deeply_as_a_parse_error(operator):
+    response = post(operator, "[" * 100_000 + "]" * 100_000)
+
+    assert response.status_code == 400
+    assert "nested too deeply" in response.json()["detail"]
+
+
+def test_it_refuses_a_body_over_the_limit(operator, installed_runtime, settings):
+    revision = installed_runtime.config.revision
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    body = json.dumps({"mode": "apply", "config_yaml": " " * limit})
+
+    response = post(operator, body)
+
+    assert response.status_code == 413
+    assert "too large" in response.json()["detail"]
+    assert_nothing_applied(installed_runtime, revision)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_ORIGIN": "https://evil.example"},
+        {"HTTP_ORIGIN": "null"},
+        # Another origin on the operator listener's port (ALLOWED_HOSTS refuses its own Host).
+        {"HTTP_ORIGIN": f"http://evil.example:{OPERATOR_PORT}"},
+        {"HTTP_SEC_FETCH_SITE": "cross-site"},
+        {"HTTP_SEC_FETCH_SITE": "same-site"},
+    ],
+)
+def test_it_refuses_a_cross_site_browser_request(operator, installed_runtime, headers):
+    revision = installed_runtime.config.revision
+
+    response = post(operator, APPLY, **headers)
+
+    assert response.status_code == 403
+    assert "Cross-site request refused" in response.json()["detail"]
+    assert operator.get("/status", **headers).status_code == 403
+    assert_nothing_applied(installed_runtime, revision)
+
+
+def test_it_serves_a_request_of_its_own_origin(operator):
+    own = {"HTTP_ORIGIN": f"http://127.0.0.1:{OPERATOR_PORT}", "HTTP_SEC_FETCH_SITE": "same-origin"}
+
+    assert post(operator, {"mode": "dry_run"}, **own).status_code == 200
+    assert operator.get("/status", HTTP_SEC_FETCH_SITE="none").status_code == 200
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic b3A6b3A=", "Bearer"])
+@pytest.mark.parametrize(
+    ("method", "path"), [("post", "/refresh"), ("get", "/status"), ("get", "/api/schema/")]
+)
+def test_it_needs_the_operator_token(
+    installed_runtime, operator_token, settings, authorization, method, path
+):
+    headers = {"HTTP_AUTHORIZATION": authorization} if authorization else {}
+    client = ListenerClient(OPERATOR_PORT, **headers)
+    revision = installed_runtime.config.revision
+
+    if method == "post":
+        response = client.post(path, APPLY, content_type="application/json")
+    else:
+        response = client.get(path, HTTP_ACCEPT="application/json")
+
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Bearer realm="operator"'
+    detail = response.json()["detail"]
+    assert "operator token" in detail and str(settings.IOP_OPERATOR_TOKEN_FILE) in detail
+    assert operator_token not in response.content.decode()
+    assert_nothing_applied(installed_runtime, revision)
+
+
+def test_it_answers_a_stranger_403_before_asking_for_the_token(installed_runtime, operator_token):
+    stranger = ListenerClient(OPERATOR_PORT, HTTP_AUTHORIZATION="Bearer wrong-token")
+
+    response = stranger.get("/status", REMOTE_ADDR="192.0.2.1")
+
+    assert response.status_code == 403
+    assert response.json() == {"detail": "The operator API answers loopback clients only."}
+
+
+def test_it_describes_the_operator_token_in_the_schema(operator):
+    schema = operator.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+
+    scheme = schema["components"]["securitySchemes"]["operatorToken"]
+    assert scheme == {"type": "http", "scheme": "bearer"}
+    assert schema["paths"]["/refresh"]["post"]["security"] == [{"operatorToken": []}]

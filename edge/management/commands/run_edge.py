@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from edge.config import EdgeConfig
 from edge.management.config_file import read_config
 from edge.mirror import import_config
+from edge.operator_api.token import (
+    OperatorTokenError,
+    operator_token_digest,
+    operator_token_file,
+)
 from edge.runtime import EdgeRuntime
 from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
@@ -39,6 +45,10 @@ class Command(BaseCommand):
         report = import_config(config, text, source=f"run_edge {path}")
         if report.changed:
             self.stdout.write(f"mirror synced to {config.revision} ({len(report.lines())} changes)")
+        try:
+            operator_token_digest(operator_token_file())  # created on the first start
+        except OperatorTokenError as exc:
+            raise CommandError(str(exc)) from None
         self._serve(path, config)
 
     def _serve(self, path: Path, config: EdgeConfig) -> None:
@@ -50,6 +60,7 @@ class Command(BaseCommand):
         from iop_site.asgi import application
 
         daphne_tuning.install()
+        _raise_open_files_limit()
 
         runtime = start_runtime(config, path)
         listens = [config.edge.listen, config.edge.admin_listen]
@@ -62,7 +73,10 @@ class Command(BaseCommand):
             openai = config.openai.listen or config.edge.listen
             self.stdout.write(f"  openai   http://{openai}/v1/")
             self.stdout.write(f"  nodes    ws://{config.edge.listen}/ws/node/")
-            self.stdout.write(f"  operator http://{config.edge.admin_listen}/refresh (loopback)")
+            self.stdout.write(
+                f"  operator http://{config.edge.admin_listen}/refresh (loopback; token in "
+                f"{operator_token_file()})"
+            )
             self.stdout.flush()
 
         def flush_usage() -> defer.Deferred:
@@ -81,6 +95,19 @@ class Command(BaseCommand):
             ready_callable=ready,
             verbosity=0,
         ).run()
+
+
+def _raise_open_files_limit() -> None:
+    """Every socket is a file: the common soft limit of 1024 would cap the Edge at about that many
+    connections, while the hard limit is usually far higher. The soft one goes up to it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as error:  # e.g. an unlimited hard limit on macOS
+            log.warning("open files limit stays at %d (hard %d): %s", soft, hard, error)
+    log.info("open files limit: %d", soft)
 
 
 def _drain_on_signals(runtime: EdgeRuntime, reactor: Any) -> None:

@@ -16,6 +16,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from edge.bootstrap import bootstrap
+from edge.operator_api.token import (
+    OperatorTokenError,
+    operator_token_digest,
+    operator_token_file,
+)
 from edge.ports import port_open
 
 STARTUP_TIMEOUT_S = 30
@@ -32,6 +37,10 @@ class Command(BaseCommand):
         result = bootstrap(Path(options["source"]), config_path, Path.cwd())
         config = result.config
         admin_note = self._ensure_admin(Path(config.edge.bootstrap_path))
+        try:
+            operator_token_digest(operator_token_file())  # the Edge reads the same file
+        except OperatorTokenError as exc:
+            raise CommandError(str(exc)) from None
         # Explicit handlers: a shell starting us in the background leaves SIGINT ignored.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _interrupt)
@@ -105,6 +114,11 @@ IOP Edge is up: {api} (admin UI http://{config.edge.listen}/admin/)
   client = OpenAI(base_url="{api}", api_key=open("{token_file}").read().strip())
   print(client.chat.completions.create(model="{model}",
         messages=[{{"role": "user", "content": "hello"}}]).choices[0].message.content)
+
+Operator API (loopback): its token is in {operator_token_file()} (`manage.py refresh` reads it)
+
+  curl http://{config.edge.admin_listen}/status \\
+    -H "Authorization: Bearer $(cat {operator_token_file()})"
 
 Ctrl-C stops the Edge and the Node.
 """

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from nodes.agent.adapters.base import (
     Adapter,
     AdapterError,
@@ -25,7 +28,8 @@ __all__ = [
 ]
 
 
-def build_adapter(spec: AdapterSpec) -> Adapter:
+def build_adapter(spec: AdapterSpec, *, environ: Mapping[str, str] = os.environ) -> Adapter:
+    """The adapter for ``spec``; ``environ`` is where it reads its ``api_key_env``."""
     if spec.type == "echo":
         return EchoAdapter(spec)
-    return OpenAIHTTPAdapter(spec)
+    return OpenAIHTTPAdapter(spec, environ=environ)

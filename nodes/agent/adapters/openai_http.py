@@ -36,8 +36,9 @@ from nodes.agent.adapters.base import (
     message_text,
     requested_max_tokens,
 )
-from nodes.wire.codec import MAX_ERROR_CODE_CHARS, MAX_TOKEN_COUNT
-from nodes.wire.node_config import MAX_TOKENS_PARAMS
+from nodes.wire.codec import MAX_TOKEN_COUNT
+from nodes.wire.frames import MAX_CODE_CHARS
+from nodes.wire.node_config import MAX_TOKENS_PARAMS, url_for_message
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _MAX_RETRY_AFTER_S = 86_400.0  # a day: past that, a hint is no longer a hint
@@ -112,7 +113,8 @@ class OpenAIHTTPAdapter:
                     raise
         except aiohttp.ClientConnectorError as exc:
             raise AdapterError(
-                wire.ERROR_UPSTREAM_UNAVAILABLE, f"cannot reach {self._base_url}: {_describe(exc)}"
+                wire.ERROR_UPSTREAM_UNAVAILABLE,
+                f"cannot reach {url_for_message(self._base_url)}: {_describe(exc)}",
             ) from None
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise AdapterError(
@@ -393,7 +395,7 @@ def _error_code(envelope: Any) -> str | None:
     """The ``error.code`` of an OpenAI error envelope, when it is a short string."""
     error = envelope.get("error") if isinstance(envelope, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
-    if isinstance(code, str) and 0 < len(code) <= MAX_ERROR_CODE_CHARS:
+    if isinstance(code, str) and 0 < len(code) <= MAX_CODE_CHARS:
         return code
     return None
 

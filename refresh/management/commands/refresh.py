@@ -1,7 +1,7 @@
 """`manage.py refresh`: dry-run or apply a config refresh on the running Edge, plan style.
 
-Thin: read the options, POST to the Edge's loopback `/refresh` (the same `run_refresh` the admin
-uses), print the plan and exit with a code a script can act on.
+Thin: read the options and the operator token, POST to the Edge's loopback `/refresh` (the same
+`run_refresh` the admin uses), print the plan and exit with a code a script can act on.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from edge.config import ConfigError
 from edge.config.formats import listen_host
 from edge.config.yaml_source import parse_yaml
+from edge.operator_api.token import OperatorTokenError, operator_token_file, read_operator_token
 from refresh.plan import SUCCESSES
 from refresh.report import plan_lines
 
@@ -85,18 +86,31 @@ class Command(BaseCommand):
             default=settings.IOP_CONFIG,
             help="the Edge's config file, read for edge.admin_listen (default: IOP_CONFIG)",
         )
+        parser.add_argument(
+            "--token-file",
+            metavar="PATH",
+            default=str(operator_token_file()),
+            help="the operator token the Edge created (default: IOP_OPERATOR_TOKEN_FILE)",
+        )
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # no per-request INFO line
         url = options["url"] or operator_url(Path(options["config"]))
+        try:
+            token = read_operator_token(Path(options["token_file"]))
+        except OperatorTokenError as exc:
+            raise CommandError(
+                f"{exc}. The Edge creates it on its first start; point --token-file (or "
+                "IOP_OPERATOR_TOKEN_FILE, IOP_VAR_DIR) at the running Edge's file"
+            ) from None
         body: dict[str, Any] = {"mode": "apply" if options["apply"] else "dry_run"}
         if options["file"]:
             body["config_yaml"] = read_text(Path(options["file"]))
         for key in ("base_revision", "candidate_revision"):
             if options[key]:
                 body[key] = options[key]
-        result = post_refresh(url, body, as_json=options["json"], stdout=self.stdout)
+        result = post_refresh(url, token, body, as_json=options["json"], stdout=self.stdout)
         if options["json"]:
             self.stdout.write(json.dumps(result, indent=2, ensure_ascii=False))
         else:
@@ -145,13 +159,18 @@ def read_text(path: Path) -> str:
         raise CommandError(f"{path} is not UTF-8 text ({exc.reason})") from None
 
 
-def post_refresh(url: str, body: dict[str, Any], *, as_json: bool, stdout: Any) -> dict[str, Any]:
+def post_refresh(
+    url: str, token: str, body: dict[str, Any], *, as_json: bool, stdout: Any
+) -> dict[str, Any]:
     """The refresh result; any other answer becomes a CommandError (exit 1) naming the URL."""
     try:
         response = httpx.post(
             url,
             json=body,
-            headers={"X-Request-Id": f"cli-{uuid.uuid4().hex[:16]}"},
+            headers={
+                "Authorization": f"Bearer {token}",
+                "X-Request-Id": f"cli-{uuid.uuid4().hex[:16]}",
+            },
             timeout=TIMEOUT_S,
         )
     except httpx.HTTPError as exc:
@@ -191,6 +210,8 @@ def apply_command(options: dict[str, Any], result: dict[str, Any]) -> str:
         parts.append(f"--url {options['url']}")
     elif options["config"] != settings.IOP_CONFIG:
         parts.append(f"--config {options['config']}")
+    if options["token_file"] != str(operator_token_file()):
+        parts.append(f"--token-file {options['token_file']}")
     parts.append(f"--base-revision {result['base_revision']}")
     parts.append(f"--candidate-revision {result['candidate_revision']}")
     return " ".join(parts)

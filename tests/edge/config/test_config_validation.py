@@ -493,7 +493,7 @@ def test_it_accepts_a_loopback_admin_listen(admin_listen: str) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "fragment"),
     [
-        ("edge.listen", "8000", "must be host:port (got '8000')"),
+        ("edge.listen", "8000", "must be host:port, such as 127.0.0.1:8000"),
         ("edge.listen", ":8000", "must be host:port"),
         ("edge.listen", "127.0.0.1:0", "port must be 1-65535"),
         ("edge.listen", "127.0.0.1:70000", "port must be 1-65535"),
@@ -561,6 +561,7 @@ def test_it_rejects_credentials_in_a_url(changes: dict[str, Any], path: str) -> 
         ("127.0.0.1:9000/v1", "must be an http(s) URL"),
         ("http:///v1", "must be an http(s) URL"),
         ("http://[::1/v1", "must be an http(s) URL"),
+        ("http://127.0.0.1:99999/v1", "must be an http(s) URL"),
         ("http://127.0.0.1:9000/v1?key=x", "must not have a query or fragment"),
     ],
 )
@@ -846,7 +847,7 @@ def test_it_reports_every_independent_problem_at_once() -> None:
         "nodes[node-b].providers[p2].capacity: is required",
         "models[other].providers[p9]: names provider 'p9', which no node defines",
         "openai.principal_tokens[cli].token_hash_sha256: must be 64 lowercase hex characters "
-        "(a sha256 digest) (got 'ABC')",
+        "(a sha256 digest)",
     }
     lines = str(caught.value).splitlines()
     assert len(lines) == len(caught.value.issues)

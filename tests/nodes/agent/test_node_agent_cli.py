@@ -63,6 +63,28 @@ def test_it_names_the_flag_that_is_wrong(
     assert message in capsys.readouterr().err
 
 
+def test_it_takes_the_allowed_env_names_from_flags_and_the_environment() -> None:
+    environ = {"IOP_NODE_TOKEN": "t", "IOP_NODE_ALLOWED_ENV": "C_TOKEN,D_TOKEN"}
+    argv = [*EDGE, "--allow-env", "A_TOKEN", "--allow-env", "B_TOKEN"]
+    settings, _ = parse_settings(argv, environ)
+    assert settings.allowed_env == {"A_TOKEN", "B_TOKEN", "C_TOKEN", "D_TOKEN"}
+    assert settings.environ is environ
+
+
+@pytest.mark.parametrize(
+    ("allowed", "message"),
+    [
+        (["--allow-env", "IOP_NODE_TOKEN"], "IOP_NODE_TOKEN holds the node token"),
+        (["--allow-env", "A-B"], "'A-B' is not an environment variable name"),
+    ],
+)
+def test_it_refuses_the_token_or_a_non_name_as_an_allowed_env_name(
+    capsys: pytest.CaptureFixture[str], allowed: list[str], message: str
+) -> None:
+    assert main([*EDGE, *allowed], environ={"IOP_NODE_TOKEN": "t"}) == 2
+    assert f"--allow-env / IOP_NODE_ALLOWED_ENV: {message}" in capsys.readouterr().err
+
+
 def test_it_requires_edge_and_node_id(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["--edge", "ws://h/"], environ={"IOP_NODE_TOKEN": "t"})

@@ -475,6 +475,14 @@ async def test_it_reports_a_refused_connection_as_upstream_unavailable() -> None
     assert caught.value.status is None
 
 
+async def test_an_unreachable_upstream_is_named_without_its_userinfo_or_query() -> None:
+    port = closed_port()
+    with pytest.raises(AdapterError) as caught:
+        await collect(make_adapter(f"http://me:sk-PLANTED@127.0.0.1:{port}/v1?key=sk-PLANTED"))
+    assert caught.value.message.startswith(f"cannot reach http://127.0.0.1:{port}/v1: ")
+    assert "sk-PLANTED" not in caught.value.message
+
+
 async def test_cancelling_a_run_closes_the_upstream_connection(upstream: FakeUpstream) -> None:
     upstream.chat_reply = hang_after_one_chunk
     adapter = make_adapter(upstream.base_url)

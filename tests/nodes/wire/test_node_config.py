@@ -17,6 +17,7 @@ from nodes.wire import (
     adapter_payload,
     parse_node_config,
 )
+from nodes.wire.node_config import url_for_message
 from tests.nodes.node_payloads import make_node
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -256,3 +257,39 @@ def test_the_edge_refuses_a_bad_optional_key_naming_it(
     assert issue.path == f"nodes[node-a].adapters[up].{path}"
     assert message in issue.message
     assert "sk-1" not in str(caught.value)  # a query may hold a key: never echoed
+
+
+SECRET = "sk-PLANTED-4f9c1e7b2a"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("base_url", SECRET),
+        ("base_url", f"ftp://me:{SECRET}@host/v1?key={SECRET}"),
+        ("base_url", f"http://host:99999/v1?key={SECRET}"),
+        ("api_key_env", SECRET),
+        ("health_path", f"/health?key={SECRET}"),
+    ],
+)
+def test_it_quotes_no_planted_secret(key: str, value: str) -> None:
+    node = payload()
+    node["adapters"][1][key] = value
+    with pytest.raises(NodeConfigError) as caught:
+        parse_node_config(node, node_id="node-a")
+    assert str(caught.value).startswith(f"node.adapters[vllm].{key}: must be")
+    assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:9000/v1", "http://127.0.0.1:9000/v1"),
+        (f"https://me:{SECRET}@api.example/v1?key={SECRET}#{SECRET}", "https://api.example/v1"),
+        (f"https://{SECRET}@[::1]:8443/v1", "https://[::1]:8443/v1"),
+        (SECRET, "a value that is no URL"),
+        (f"http://host:99999/{SECRET}", "an unreadable URL"),
+    ],
+)
+def test_url_for_message_drops_what_may_hold_a_key(url: str, shown: str) -> None:
+    assert url_for_message(url) == shown

@@ -169,6 +169,171 @@ def test_it_names_what_is_wrong_with_a_frame(text: str, code: str, field: str | 
         assert field in caught.value.message
 
 
+ACK = wire.config_ack("sha256:abc", refresh_id="rf-1")
+REJECTED = wire.config_ack("sha256:abc", error="node.id: wrong")
+HELLO = wire.hello("node-a", "0.1.0")
+REFRESH = wire.config_refresh("rf-1", "sha256:abc", {})
+
+
+def _error_data(**changes: Any) -> dict[str, Any]:
+    return {"code": "upstream_error", "message": "m", "status": 503, **changes}
+
+
+def _health(pid: str = "p1", detail: str = "ok") -> dict[str, Any]:
+    return {pid: {"healthy": True, "detail": detail}}
+
+
+# (frame, field, a value at its bound, a value past it): every bounded field of every frame.
+BOUNDS: list[tuple[wire.Frame, str, Any, Any]] = [
+    (HELLO, "node_id", "n" * wire.MAX_ID_CHARS, "n" * (wire.MAX_ID_CHARS + 1)),
+    (HELLO, "agent_version", "v" * wire.MAX_VERSION_CHARS, "v" * (wire.MAX_VERSION_CHARS + 1)),
+    (ACK, "revision", "r" * wire.MAX_REVISION_CHARS, "r" * (wire.MAX_REVISION_CHARS + 1)),
+    (ACK, "refresh_id", "f" * wire.MAX_ID_CHARS, "f" * (wire.MAX_ID_CHARS + 1)),
+    (REJECTED, "error", "e" * wire.MAX_MESSAGE_CHARS, "e" * (wire.MAX_MESSAGE_CHARS + 1)),
+    (REFRESH, "refresh_id", "f" * wire.MAX_ID_CHARS, "f" * (wire.MAX_ID_CHARS + 1)),
+    (REFRESH, "revision", "r" * wire.MAX_REVISION_CHARS, "r" * (wire.MAX_REVISION_CHARS + 1)),
+    (REQUEST, "run_id", "r" * wire.MAX_ID_CHARS, "r" * (wire.MAX_ID_CHARS + 1)),
+    (REQUEST, "provider_id", "p" * wire.MAX_ID_CHARS, "p" * (wire.MAX_ID_CHARS + 1)),
+    (REQUEST, "adapter_id", "a" * wire.MAX_ID_CHARS, "a" * (wire.MAX_ID_CHARS + 1)),
+    (REQUEST, "target", "t" * wire.MAX_ID_CHARS, "t" * (wire.MAX_ID_CHARS + 1)),
+    (DONE, "run_id", "r" * wire.MAX_ID_CHARS, "r" * (wire.MAX_ID_CHARS + 1)),
+    (wire.run_cancel("r1"), "run_id", "r" * wire.MAX_ID_CHARS, "r" * (wire.MAX_ID_CHARS + 1)),
+    (wire.error("x", "m"), "code", "c" * wire.MAX_CODE_CHARS, "c" * (wire.MAX_CODE_CHARS + 1)),
+    (
+        wire.error("x", "m"),
+        "message",
+        "m" * wire.MAX_MESSAGE_CHARS,
+        "m" * (wire.MAX_MESSAGE_CHARS + 1),
+    ),
+]
+
+
+@pytest.mark.parametrize(("frame", "field", "at_bound", "past_bound"), BOUNDS)
+def test_every_field_is_bounded_and_one_past_its_bound_is_named(
+    frame: wire.Frame, field: str, at_bound: Any, past_bound: Any
+) -> None:
+    wire.decode(_with(frame, **{field: at_bound}))
+    with pytest.raises(wire.FrameError) as caught:
+        wire.decode(_with(frame, **{field: past_bound}))
+    assert (caught.value.code, caught.value.field) == ("bad_field", field)
+    assert len(caught.value.message) < 200  # it names the field, never quotes the value
+
+
+# (frame, nested field, data at its bound, data past it): the bounds inside objects.
+NESTED_BOUNDS: list[tuple[wire.Frame, str, str, dict[str, Any], dict[str, Any]]] = [
+    (
+        HEALTH,
+        "providers",
+        "providers",
+        {f"p{i}": {"healthy": True, "detail": ""} for i in range(wire.MAX_HEALTH_PROVIDERS)},
+        {f"p{i}": {"healthy": True, "detail": ""} for i in range(wire.MAX_HEALTH_PROVIDERS + 1)},
+    ),
+    (
+        HEALTH,
+        "providers",
+        "providers",
+        _health("p" * wire.MAX_ID_CHARS),
+        _health("p" * (wire.MAX_ID_CHARS + 1)),
+    ),
+    (
+        HEALTH,
+        "providers",
+        "providers.p1.detail",
+        _health(detail="d" * wire.MAX_DETAIL_CHARS),
+        _health(detail="d" * (wire.MAX_DETAIL_CHARS + 1)),
+    ),
+    (
+        ERROR,
+        "data",
+        "data.code",
+        _error_data(code="c" * wire.MAX_CODE_CHARS),
+        _error_data(code="c" * (wire.MAX_CODE_CHARS + 1)),
+    ),
+    (
+        ERROR,
+        "data",
+        "data.message",
+        _error_data(message="m" * wire.MAX_MESSAGE_CHARS),
+        _error_data(message="m" * (wire.MAX_MESSAGE_CHARS + 1)),
+    ),
+    (
+        ERROR,
+        "data",
+        "data.upstream_code",
+        _error_data(upstream_code="u" * wire.MAX_CODE_CHARS),
+        _error_data(upstream_code="u" * (wire.MAX_CODE_CHARS + 1)),
+    ),
+    (ERROR, "data", "data.status", _error_data(status=599), _error_data(status=600)),
+    (ERROR, "data", "data.status", _error_data(status=100), _error_data(status=10**300)),
+    (
+        DONE,
+        "data",
+        "data.finish_reason",
+        {"usage": USAGE, "finish_reason": "f" * wire.MAX_CODE_CHARS},
+        {"usage": USAGE, "finish_reason": "f" * (wire.MAX_CODE_CHARS + 1)},
+    ),
+]
+
+
+@pytest.mark.parametrize(("frame", "key", "field", "at_bound", "past_bound"), NESTED_BOUNDS)
+def test_every_nested_field_is_bounded_and_one_past_its_bound_is_named(
+    frame: wire.Frame, key: str, field: str, at_bound: Any, past_bound: Any
+) -> None:
+    wire.decode(_with(frame, **{key: at_bound}))
+    with pytest.raises(wire.FrameError) as caught:
+        wire.decode(_with(frame, **{key: past_bound}))
+    assert (caught.value.code, caught.value.field) == ("bad_field", field)
+    assert len(caught.value.message) < 200
+
+
+@pytest.mark.parametrize(
+    ("frame", "field", "odd"),
+    [
+        (ACK, "revision", "\ud800"),
+        (ACK, "revision", "sha256:abc def"),
+        (ACK, "revision", "sha256:<script>"),
+        (ACK, "revision", ""),
+        (ACK, "refresh_id", "rf 1"),
+        (HELLO, "node_id", "node\na"),
+        (HELLO, "agent_version", "0.1 beta"),
+        (HELLO, "agent_version", ""),
+        (REQUEST, "run_id", "r\u0000"),
+        (REQUEST, "target", "\udfff"),
+        (REQUEST, "deadline", float("nan")),
+        (REQUEST, "deadline", float("inf")),
+        (wire.ping(1.0), "ts", float("-inf")),
+    ],
+)
+def test_it_refuses_odd_values_of_ids_revisions_and_numbers(
+    frame: wire.Frame, field: str, odd: Any
+) -> None:
+    with pytest.raises(wire.FrameError) as caught:
+        wire.decode(_with(frame, **{field: odd}))
+    assert (caught.value.code, caught.value.field) == ("bad_field", field)
+
+
+def test_a_huge_frame_type_is_named_short() -> None:
+    with pytest.raises(wire.FrameError) as caught:
+        wire.decode(json.dumps({"type": "x" * 100_000}))
+    assert caught.value.code == "unknown_type"
+    assert len(caught.value.message) < 100
+
+
+def test_the_builders_clip_free_text_so_a_peers_own_frames_always_pass() -> None:
+    long = "x" * 100_000
+    frames: list[wire.Frame] = [
+        wire.config_ack("sha256:abc", error=long),
+        wire.provider_health({"p1": (False, long)}),
+        wire.run_error("r1", "upstream_error", long),
+        wire.run_done("r1", USAGE, long),
+        wire.error("bad_field", long),
+    ]
+    for frame in frames:
+        wire.decode(wire.encode(frame))
+    assert wire.clip("abcdef", 4) == "abc\u2026"
+    assert wire.clip("abcd", 4) == "abcd"
+
+
 def test_it_refuses_a_frame_over_the_size_limit() -> None:
     text = wire.encode(wire.run_delta("r1", {"content": "x" * 2000}))
     with pytest.raises(wire.FrameError) as caught:
