@@ -12,16 +12,22 @@ from tests.refresh.refresh_helpers import make_runtime
 
 
 @pytest.fixture
-def installed_runtime(tmp_path, transactional_db):
-    """A runtime serving `tmp_path/edge.yaml`, installed, with the mirror imported from it.
+def runtime(tmp_path):
+    """A runtime serving `tmp_path/edge.yaml`, with the mirror imported from it."""
+    runtime = make_runtime(tmp_path)
+    text = runtime.config_path.read_text()
+    import_config(load_config_text(text), text, source="test")
+    return runtime
+
+
+@pytest.fixture
+def installed_runtime(runtime, transactional_db):
+    """The same runtime, installed as the process's Edge.
 
     Transactional: the refresh action's database work runs through `database_sync_to_async`,
     which closes connections left inside a transaction (on PostgreSQL, the test's own).
     """
     previous = get_runtime() if runtime_installed() else None
-    runtime = make_runtime(tmp_path)
-    text = runtime.config_path.read_text()
-    import_config(load_config_text(text), text, source="test")
     install_runtime(runtime)
     yield runtime
     install_runtime(previous)

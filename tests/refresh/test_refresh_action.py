@@ -7,8 +7,6 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from edge.config import load_config_text
-from edge.mirror import import_config
 from edge.models import ConfigRevision
 from providers.models import Provider
 from refresh import actions
@@ -19,7 +17,6 @@ from tests.refresh.refresh_helpers import (
     FakeNodeLink,
     connect_node,
     make_config,
-    make_runtime,
     with_adapter_change,
     with_capacity,
     with_model_generation,
@@ -27,14 +24,6 @@ from tests.refresh.refresh_helpers import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def runtime(tmp_path):
-    runtime = make_runtime(tmp_path)
-    text = runtime.config_path.read_text()
-    import_config(load_config_text(text), text, source="test")
-    return runtime
 
 
 def refresh(runtime, mode="apply", config=None, **kwargs):

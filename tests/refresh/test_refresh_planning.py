@@ -8,24 +8,14 @@ import threading
 import pytest
 from asgiref.sync import sync_to_async
 
-from edge.config import load_config_text
-from edge.mirror import import_config
 from refresh import actions
 from refresh.actions import run_refresh
 from refresh.models import RefreshRecord
-from tests.refresh.refresh_helpers import make_config, make_runtime, with_capacity, yaml_of
+from tests.refresh.refresh_helpers import make_config, with_capacity, yaml_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WAIT_S = 10.0
-
-
-@pytest.fixture
-def runtime(tmp_path):
-    runtime = make_runtime(tmp_path)
-    text = runtime.config_path.read_text()
-    import_config(load_config_text(text), text, source="test")
-    return runtime
 
 
 class HeldPlanning:

@@ -10,22 +10,12 @@ from asgiref.sync import sync_to_async
 from django.core.serializers.json import DjangoJSONEncoder
 from django.forms.models import model_to_dict
 
-from edge.config import load_config_text
-from edge.mirror import import_config
 from refresh.actions import run_refresh
 from refresh.models import RefreshRecord
 from tests.edge.config.secret_plants import leaked, plant_paths, planted
-from tests.refresh.refresh_helpers import make_config, make_runtime, yaml_of
+from tests.refresh.refresh_helpers import make_config, yaml_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def runtime(tmp_path):
-    runtime = make_runtime(tmp_path)
-    text = runtime.config_path.read_text()
-    import_config(load_config_text(text), text, source="test")
-    return runtime
 
 
 @sync_to_async
