@@ -46,30 +46,15 @@ _run_ids = itertools.count(1)
 _run_prefix = os.urandom(4).hex()
 
 
-class RunFailed(Exception):
+class RunFailed(wire.RunError):
     """A run that ended in an error: from the Node, its upstream, or the Edge itself.
 
-    ``retry_after`` (seconds) and ``upstream_code`` are the upstream's, when it sent them;
-    ``attempts`` and ``tried`` (provider ids, in order) say where the run went before it failed.
+    ``attempts`` and ``tried`` (provider ids, in order) say where the run went before it failed;
+    the run service sets them when it gives up.
     """
 
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        upstream_status: int | None = None,
-        *,
-        retry_after: float | None = None,
-        upstream_code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.upstream_status = upstream_status
-        self.retry_after = retry_after
-        self.upstream_code = upstream_code
-        self.attempts = 0
-        self.tried: tuple[str, ...] = ()
+    attempts: int = 0
+    tried: tuple[str, ...] = ()
 
 
 def run_failure(lease: Lease, data: Mapping[str, Any]) -> RunFailed:
@@ -97,7 +82,7 @@ def _provider_fault(failure: RunFailed) -> bool:
     """The provider broke, not the request: unreachable, timed out, 5xx, a failing Node."""
     if failure.code in PROVIDER_FAILURES:
         return True
-    status = failure.upstream_status
+    status = failure.status
     return failure.code == wire.ERROR_UPSTREAM and (
         status is None or status >= 500 or status == REQUEST_TIMEOUT
     )
@@ -108,15 +93,15 @@ def may_go_elsewhere(failure: RunFailed) -> bool:
     return (
         failure.code in NODE_FAILURES
         or failure.code == UPSTREAM_AUTH_FAILED
-        or (failure.code == wire.ERROR_UPSTREAM and failure.upstream_status == RATE_LIMITED)
+        or (failure.code == wire.ERROR_UPSTREAM and failure.status == RATE_LIMITED)
         or _provider_fault(failure)
     )
 
 
 def _passive_reason(failure: RunFailed) -> str:
-    if failure.upstream_status is None:
+    if failure.status is None:
         return failure.code
-    return f"{failure.code} (HTTP {failure.upstream_status})"
+    return f"{failure.code} (HTTP {failure.status})"
 
 
 class ActiveRun:
@@ -409,7 +394,7 @@ def _record_outcome(pool: ProviderPool, run: ActiveRun) -> None:
     elif failure.code == wire.ERROR_NODE_DRAINING:
         # Its Node says so soon; until then (or its next session) nothing more goes there.
         pool.set_provider_health(lease.provider_id, False, "node draining")
-    elif failure.upstream_status is not None and failure.upstream_status != RATE_LIMITED:
+    elif failure.status is not None and failure.status != RATE_LIMITED:
         pool.report_success(lease)  # the upstream answered: it blamed the request
 
 

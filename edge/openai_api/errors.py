@@ -104,7 +104,7 @@ class APIError(Exception):
     @classmethod
     def from_run_failure(cls, failure: RunFailed) -> APIError:
         """The caller's answer for a run that failed (docs/api.md, "Errors")."""
-        upstream = failure.upstream_status
+        upstream = failure.status
         if failure.code == UPSTREAM_AUTH_FAILED:
             return cls(502, failure.message, code=UPSTREAM_AUTH_FAILED)
         if upstream == 429:

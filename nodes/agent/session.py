@@ -247,14 +247,7 @@ class EdgeSession:
                         await self._send(done)
             return
         except AdapterError as exc:
-            error = wire.run_error(
-                run_id,
-                exc.code,
-                exc.message,
-                exc.status,
-                retry_after=exc.retry_after,
-                upstream_code=exc.upstream_code,
-            )
+            error = exc.event(run_id)
         except TimeoutError:
             error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
         except ConnectionClosed:

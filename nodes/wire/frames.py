@@ -319,6 +319,39 @@ def run_error(
     return {"type": "run.event", "run_id": run_id, "event": "error", "data": data}
 
 
+class RunError(Exception):
+    """A run that ended in an error, with what a `run.event` error carries (``ErrorData``):
+    ``code`` (an ``ERROR_*`` code), ``status`` (the upstream's HTTP status), ``retry_after``
+    (seconds, the upstream's ``Retry-After``) and ``upstream_code`` (the upstream's own code).
+    The Node raises it from its adapters; the Edge rebuilds it from the event."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        status: int | None = None,
+        *,
+        retry_after: float | None = None,
+        upstream_code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.upstream_code = upstream_code
+
+    def event(self, run_id: str) -> RunEvent:
+        return run_error(
+            run_id,
+            self.code,
+            self.message,
+            self.status,
+            retry_after=self.retry_after,
+            upstream_code=self.upstream_code,
+        )
+
+
 def run_cancel(run_id: str) -> RunCancel:
     return {"type": "run.cancel", "run_id": run_id}
 

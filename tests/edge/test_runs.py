@@ -181,7 +181,7 @@ async def test_a_failure_with_no_other_provider_is_raised_with_what_the_upstream
             pass
 
     got = failure.value
-    assert (got.code, got.upstream_status, got.retry_after, got.upstream_code) == (
+    assert (got.code, got.status, got.retry_after, got.upstream_code) == (
         "upstream_error",
         503,
         2.0,
@@ -377,7 +377,7 @@ async def test_when_every_provider_failed_the_last_failure_is_the_answer() -> No
         await stream_from(runtime)
 
     got = failure.value
-    assert (got.code, got.upstream_status, got.retry_after) == ("upstream_error", 429, 3.0)
+    assert (got.code, got.status, got.retry_after) == ("upstream_error", 429, 3.0)
     assert (got.attempts, got.tried) == (2, ("p1", "p2"))
     assert [len(link.requests) for link in links] == [1, 1]
     assert idle(runtime)
@@ -428,7 +428,7 @@ async def test_a_failure_after_the_first_event_ends_the_stream_there() -> None:
             async for chunk in run.deltas():
                 seen.append(chunk)
 
-    assert seen == [DELTA] and failure.value.upstream_status == 500
+    assert seen == [DELTA] and failure.value.status == 500
     assert (failure.value.attempts, failure.value.tried) == (1, ("p1",))
     assert (len(failing.requests), len(other.requests)) == (1, 0)
     assert idle(runtime)
@@ -513,7 +513,7 @@ async def test_credentials_refused_everywhere_fail_as_the_gateways_problem() -> 
     with pytest.raises(RunFailed) as failure:
         await stream_from(runtime)
 
-    assert (failure.value.code, failure.value.upstream_status) == (UPSTREAM_AUTH_FAILED, 401)
+    assert (failure.value.code, failure.value.status) == (UPSTREAM_AUTH_FAILED, 401)
     assert "sk-123" not in failure.value.message  # the upstream's words may quote the key
 
 

@@ -39,28 +39,8 @@ class Done:
 AdapterEvent = Delta | Response | Done
 
 
-class AdapterError(Exception):
-    """A run failed; ``code`` is a ``wire.ERROR_*`` code, ``status`` the upstream HTTP status.
-
-    ``retry_after`` (seconds) and ``upstream_code`` are the upstream's own ``Retry-After`` and
-    error ``code``, when it sent them: the Edge keeps their meaning for its caller.
-    """
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        status: int | None = None,
-        *,
-        retry_after: float | None = None,
-        upstream_code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-        self.retry_after = retry_after
-        self.upstream_code = upstream_code
+class AdapterError(wire.RunError):
+    """A run failed in an adapter: its upstream or the Node itself (see ``wire.RunError``)."""
 
 
 class Adapter(Protocol):
