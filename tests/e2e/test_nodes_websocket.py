@@ -113,6 +113,14 @@ async def raw_nodes(edge: EdgeProcess, tokens: Tokens) -> AsyncIterator[RawNodes
         await node.aclose()
 
 
+async def ready_raw_node(edge: EdgeProcess, raw_nodes: RawNodes) -> RawNode:
+    """The raw node, signed in, configured and ready for runs."""
+    node = await raw_nodes(RAW)
+    await node.handshake()
+    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+    return node
+
+
 def auth(token: str, node_id: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "X-IOP-Node": node_id}
 
@@ -424,9 +432,7 @@ async def start_raw_run(
 async def test_a_malformed_run_event_fails_that_run_and_the_session_goes_on(
     edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
 ) -> None:
-    node = await raw_nodes(RAW)
-    await node.handshake()
-    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+    node = await ready_raw_node(edge, raw_nodes)
     events: list[Any] = []
     caller, run_id = await start_raw_run(edge, tokens, node, events)
 
@@ -450,9 +456,7 @@ async def test_a_malformed_run_event_fails_that_run_and_the_session_goes_on(
 async def test_an_oversized_run_event_fails_that_run_and_the_session_goes_on(
     edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
 ) -> None:
-    node = await raw_nodes(RAW)
-    await node.handshake()
-    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+    node = await ready_raw_node(edge, raw_nodes)
     events: list[Any] = []
     caller, run_id = await start_raw_run(edge, tokens, node, events)
 
@@ -485,9 +489,7 @@ async def receive_in_parts(node: RawNode, accept: frozenset[str]) -> tuple[dict[
 async def test_a_large_request_and_its_large_answer_travel_in_parts(
     edge: EdgeProcess, tokens: Tokens, raw_nodes: RawNodes
 ) -> None:
-    node = await raw_nodes(RAW)
-    await node.handshake()
-    await await_until(lambda: ready(edge, RAW), what=f"{RAW} to be ready")
+    node = await ready_raw_node(edge, raw_nodes)
     text = "é" * (3 * 1024 * 1024 // 2)  # 3 MiB of UTF-8, over the frame limit three times
     events: list[Any] = []
     caller = asyncio.create_task(stream_chat(edge, tokens, "raw", text, events))
