@@ -13,23 +13,19 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import yaml
+from edge_stack import EdgeProcess, free_port, rss_mb, spawn, stop, wait_for
 from loadgen import Result, build_request, run_load
 
 from edge.ports import port_open
 
-ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = 32
 BODY = json.dumps(
     {"model": "bench", "messages": [{"role": "user", "content": "Say hello to the benchmark."}]}
@@ -43,31 +39,9 @@ STREAM_BODY = json.dumps(
 ).encode()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def node_ready(admin_port: int) -> bool:
+def node_ready(edge: EdgeProcess) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/status", timeout=1) as reply:
-            status = json.loads(reply.read())
+        status = edge.status()
     except OSError:
         return False
     return any(node["ready"] for node in status["nodes"].values())
@@ -81,7 +55,7 @@ class Stack:
         self.mock_port, self.edge_port, self.admin_port = free_port(), free_port(), free_port()
         self.client_token = f"bench-{secrets.token_urlsafe(16)}"
         self.node_token = f"bench-node-{secrets.token_urlsafe(16)}"
-        self.processes: list[subprocess.Popen] = []
+        self.processes: list[subprocess.Popen[bytes]] = []
 
     def config(self) -> dict:
         def digest(token: str) -> str:
@@ -128,34 +102,18 @@ class Stack:
         }
 
     def start(self) -> None:
-        var = self.workdir / "var"
-        var.mkdir()
         config_path = self.workdir / "edge.yaml"
         config_path.write_text(yaml.safe_dump(self.config()))
-        env = {
-            **os.environ,
-            "IOP_VAR_DIR": str(var),
-            "DATABASE_URL": f"sqlite:///{var / 'bench.sqlite3'}",
-            "LOG_LEVEL": "WARNING",
-        }
-        log = (self.workdir / "stack.log").open("ab")
-        self.mock = self._spawn(
-            [sys.executable, "bench/mock_upstream.py", str(self.mock_port)], env, log
+        self.edge = EdgeProcess(self.workdir, config_path, self.edge_port, self.admin_port)
+        log = self.edge.log
+        self.mock = spawn(
+            [sys.executable, "bench/mock_upstream.py", str(self.mock_port)], self.edge.env, log
         )
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True
-        )
-        self.edge = self._spawn(
-            [sys.executable, "manage.py", "run_edge", "--config", str(config_path)], env, log
-        )
-        wait_for(
-            lambda: port_open("127.0.0.1", self.edge_port)
-            and port_open("127.0.0.1", self.mock_port),
-            30,
-            "the Edge",
-        )
-        node_env = {**env, "IOP_NODE_TOKEN": self.node_token}
-        self.node = self._spawn(
+        self.processes.append(self.mock)
+        self.edge.migrate()
+        self.edge.start(timeout=30)
+        wait_for(lambda: port_open("127.0.0.1", self.mock_port), 30, "the mock upstream")
+        self.node = spawn(
             [
                 sys.executable,
                 "-m",
@@ -167,25 +125,16 @@ class Stack:
                 "--log-level",
                 "WARNING",
             ],
-            node_env,
+            {**self.edge.env, "IOP_NODE_TOKEN": self.node_token},
             log,
         )
-        wait_for(lambda: node_ready(self.admin_port), 30, "the Node to be ready")
-
-    def _spawn(self, args: list[str], env: dict, log) -> subprocess.Popen:
-        process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.processes.append(process)
-        return process
+        self.processes.append(self.node)
+        wait_for(lambda: node_ready(self.edge), 30, "the Node to be ready")
 
     def stop(self) -> None:
         for process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
+        self.edge.stop()
 
 
 def measure(stack: Stack, seconds: float, unloaded_requests: int) -> dict:

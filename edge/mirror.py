@@ -2,18 +2,23 @@
 
 The YAML file is the source of truth; this writes its nodes, adapters, providers, models, routes
 and principal tokens into the mirror tables and records the config revision as the active one.
-The management command, the refresh apply and `run_edge` all call `import_config`.
+The management command, the refresh apply and `run_edge` all call `import_config`. It reads the
+rows as plain values, diffs them in memory and writes in batches: a sync costs a few statements
+per table, however large the fleet (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import models, transaction
+from django.db.models.functions import Cast
 
 from edge.config import EdgeConfig
+from edge.memory import collection_paused
 from edge.models import ConfigRevision, PrincipalToken
 from nodes.models import Adapter, Node
 from nodes.wire.node_config import AdapterSpec, adapter_payload
@@ -42,17 +47,31 @@ class ImportReport:
         )
 
 
+# Rows per statement at most, so an `IN` list of pks stays within SQLite's 999 parameters.
+BATCH = 500
+
+# The pks of each table's rows by natural key, so later tables can point at them.
+_Pks = dict[str, dict[str, int]]
+# The name of each row by pk, per model, so the tables that point at them can say where.
+_Names = dict[type[models.Model], dict[int, str]]
+
+
 @dataclass(frozen=True)
 class _Table:
-    """How one mirror table maps to the config: natural key, wanted values, and how to write."""
+    """How one mirror table maps to the config: natural key, wanted values, and how to write.
+
+    ``key`` holds the fields whose values, joined by "/", make a row's natural key; the last one
+    is the row's name. ``fields`` holds the fields compared. A reference (a foreign key) reads as
+    the name of the row it points at: a provider's ``adapter`` as the adapter id. ``columns``
+    turns a wanted row into model field values, references as pks.
+    """
 
     label: str
     model: type[models.Model]
-    key: Callable[[Any], str]
-    read: Callable[[Any], dict[str, Any]]
+    key: tuple[str, ...]
+    fields: tuple[str, ...]
     wanted: dict[str, dict[str, Any]]
-    write: Callable[[Any, str, dict[str, Any]], None]
-    related: tuple[str, ...] = ()
+    columns: Callable[[str, dict[str, Any], _Pks], dict[str, Any]]
 
 
 def import_config(
@@ -63,20 +82,30 @@ def import_config(
     A dry run computes the same report and leaves the database as it was. Re-importing the
     active revision with an unchanged mirror writes nothing.
     """
+    # The garbage collector would only rescan the rows read and wanted: all live to the end of
+    # the sync, and are freed before collections resume (or the first would scan them all).
+    with collection_paused():
+        return _sync(config, yaml_text, source=source, dry_run=dry_run)
+
+
+def _sync(config: EdgeConfig, yaml_text: str, *, source: str, dry_run: bool) -> ImportReport:
     with transaction.atomic():
         report = ImportReport(revision=config.revision)
-        active = ConfigRevision.objects.select_for_update().filter(active=True).first()
+        active = (
+            ConfigRevision.objects.select_for_update().filter(active=True).only("revision").first()
+        )
         report.revision_activated = active is None or active.revision != config.revision
-        refs = _References()
-        tables = [(table, _existing(table)) for table in _tables(config, refs)]
+        names: _Names = {}
+        tables = [(table, _existing(table, names)) for table in _tables(config)]
         # Deletions first, children before parents: none is hidden in a cascade, and a freed
         # unique value (a token hash) can be taken by a new row.
         for table, existing in reversed(tables):
-            for key in sorted(existing.keys() - table.wanted.keys()):
-                report.deleted.append(f"{table.label} {key}")
-                existing.pop(key).delete()
+            gone = sorted(existing.keys() - table.wanted.keys())
+            report.deleted += [f"{table.label} {key}" for key in gone]
+            _delete(table.model, [existing.pop(key)[0] for key in gone])
+        pks: _Pks = {}
         for table, existing in tables:
-            _upsert(table, existing, report, refs)
+            pks[table.label] = _upsert(table, existing, report, pks)
         if dry_run:
             # A dry run does exactly what an import does, then rolls it back.
             transaction.set_rollback(True)
@@ -88,54 +117,80 @@ def import_config(
     return report
 
 
-class _References:
-    """Rows written so far by natural key, so later tables can point at them."""
+def _existing(table: _Table, names: _Names) -> dict[str, tuple[int, dict[str, Any]]]:
+    """The table's rows as (pk, current values) by natural key, read as plain values; their
+    names go into ``names`` for the tables read after it."""
+    columns: list[Any] = [*table.key, *table.fields]
+    fields = list(map(table.model._meta.get_field, columns))
+    # References are read as pks and named here: cheaper than a join for each.
+    refs = [
+        (i, names[field.target_field.model])
+        for i, field in enumerate(fields)
+        if isinstance(field, models.ForeignKey)
+    ]
+    # JSON is read as text and each distinct text decoded once: a fleet's providers share a few
+    # served-model lists, and decoding every value took a sixth of the read.
+    json_at = [i for i, field in enumerate(fields) if isinstance(field, models.JSONField)]
+    for i in json_at:
+        columns[i] = Cast(columns[i], models.TextField())
+    decoded: dict[str, Any] = {}
+    width = len(table.key)
+    own = names[table.model] = {}
+    existing: dict[str, tuple[int, dict[str, Any]]] = {}
+    for pk, *row in table.model._default_manager.order_by().values_list("pk", *columns):
+        for i, named in refs:
+            row[i] = named[row[i]]
+        for i in json_at:
+            if row[i] not in decoded:
+                decoded[row[i]] = json.loads(row[i])
+            row[i] = decoded[row[i]]
+        own[pk] = row[width - 1]
+        existing["/".join(row[:width])] = (pk, dict(zip(table.fields, row[width:], strict=True)))
+    return existing
 
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], models.Model] = {}
 
-    def get(self, label: str, key: str) -> Any:
-        return self.rows[(label, key)]
-
-
-def _existing(table: _Table) -> dict[str, Any]:
-    return {
-        table.key(row): row for row in table.model._default_manager.select_related(*table.related)
-    }
+def _delete(model: type[models.Model], pks: list[int]) -> None:
+    # No cascade: a kept child may still point at a deleted parent until its update below
+    # moves it (the foreign keys are checked at commit), and a cascade would delete it.
+    for start in range(0, len(pks), BATCH):
+        rows = model._default_manager.filter(pk__in=pks[start : start + BATCH])
+        rows._raw_delete(rows.db)
 
 
 def _upsert(
-    table: _Table, existing: dict[str, Any], report: ImportReport, refs: _References
-) -> None:
-    for key, values in sorted(table.wanted.items()):
-        row = existing.pop(key, None)
-        if row is None:
-            report.created.append(f"{table.label} {key}")
-            row = table.model()
-        else:
-            current = table.read(row)
-            diffs = [f"{k}: {current[k]!r} -> {v!r}" for k, v in values.items() if current[k] != v]
-            if not diffs:
-                refs.rows[(table.label, key)] = row
-                continue
-            report.updated.append(f"{table.label} {key} ({'; '.join(diffs)})")
-        table.write(row, key, values)
-        row.save()
-        refs.rows[(table.label, key)] = row
+    table: _Table, existing: dict[str, tuple[int, dict[str, Any]]], report: ImportReport, pks: _Pks
+) -> dict[str, int]:
+    """Create and update the table's rows; their pks by natural key."""
+    wanted = table.wanted
+    updated: dict[tuple[str, ...], list[models.Model]] = {}
+    for key in sorted(key for key, (_, current) in existing.items() if current != wanted[key]):
+        pk, current = existing[key]
+        values = wanted[key]
+        changed = tuple(k for k, v in values.items() if current[k] != v)
+        diffs = "; ".join(f"{k}: {current[k]!r} -> {values[k]!r}" for k in changed)
+        report.updated.append(f"{table.label} {key} ({diffs})")
+        row = table.model(pk=pk, **table.columns(key, values, pks))
+        updated.setdefault(changed, []).append(row)
+    new = sorted(wanted.keys() - existing.keys())
+    report.created += [f"{table.label} {key}" for key in new]
+    created = [table.model(**table.columns(key, wanted[key], pks)) for key in new]
+    manager = table.model._default_manager
+    # Updates before creates: a unique value an update frees can be taken by a new row.
+    for fields, rows in updated.items():
+        manager.bulk_update(rows, fields, batch_size=BATCH)
+    manager.bulk_create(created, batch_size=BATCH)
+    return {key: pk for key, (pk, _) in existing.items()} | {
+        key: row.pk for key, row in zip(new, created, strict=True)
+    }
 
 
-def _tables(config: EdgeConfig, refs: _References) -> Iterable[_Table]:
+def _tables(config: EdgeConfig) -> Iterable[_Table]:
     """The tables in dependency order, so references resolve to rows already written."""
-    nodes = {n.id: n for n in config.nodes}
     yield _Table(
         "node",
         Node,
-        key=lambda row: row.node_id,
-        read=lambda row: {
-            "alias": row.alias,
-            "token_hash_sha256": row.token_hash_sha256,
-            "concurrency": row.concurrency,
-        },
+        key=("node_id",),
+        fields=("alias", "token_hash_sha256", "concurrency"),
         wanted={
             n.id: {
                 "alias": n.alias or "",
@@ -144,38 +199,39 @@ def _tables(config: EdgeConfig, refs: _References) -> Iterable[_Table]:
             }
             for n in config.nodes
         },
-        write=lambda row, key, v: _set(row, node_id=key, **v),
+        columns=lambda key, v, pks: {"node_id": key, **v},
     )
     yield _Table(
         "adapter",
         Adapter,
-        key=lambda row: f"{row.node.node_id}/{row.adapter_id}",
-        read=lambda row: {"type": row.type, "options": row.options},
+        key=("node", "adapter_id"),
+        fields=("type", "options"),
         wanted={
             f"{n.id}/{a.id}": {"type": a.type, "options": _adapter_options(a)}
-            for n in nodes.values()
+            for n in config.nodes
             for a in n.adapters
         },
-        write=lambda row, key, v: _set(
-            row, node=refs.get("node", key.split("/")[0]), adapter_id=key.split("/")[1], **v
-        ),
-        related=("node",),
+        columns=lambda key, v, pks: {
+            "node_id": pks["node"][key.split("/")[0]],
+            "adapter_id": key.split("/")[1],
+            **v,
+        },
     )
     yield _Table(
         "provider",
         Provider,
-        key=lambda row: row.provider_id,
-        read=lambda row: {
-            "node": row.node.node_id,
-            "adapter": row.adapter.adapter_id,
-            "served_models": row.served_models,
-            "enabled": row.enabled,
-            "capacity": row.capacity,
-            "long_context_slots": row.long_context_slots,
-            "priority": row.priority,
-            "max_queue": row.max_queue,
-            "queue_timeout_s": row.queue_timeout_s,
-        },
+        key=("provider_id",),
+        fields=(
+            "node",
+            "adapter",
+            "served_models",
+            "enabled",
+            "capacity",
+            "long_context_slots",
+            "priority",
+            "max_queue",
+            "queue_timeout_s",
+        ),
         wanted={
             p.id: {
                 "node": n.id,
@@ -191,25 +247,18 @@ def _tables(config: EdgeConfig, refs: _References) -> Iterable[_Table]:
             for n in config.nodes
             for p in n.providers
         },
-        write=lambda row, key, v: _set(
-            row,
-            provider_id=key,
-            **{
-                **v,
-                "node": refs.get("node", v["node"]),
-                "adapter": refs.get("adapter", f"{v['node']}/{v['adapter']}"),
-            },
-        ),
-        related=("node", "adapter"),
+        columns=lambda key, v, pks: {
+            **{name: value for name, value in v.items() if name not in ("node", "adapter")},
+            "provider_id": key,
+            "node_id": pks["node"][v["node"]],
+            "adapter_id": pks["adapter"][f"{v['node']}/{v['adapter']}"],
+        },
     )
     yield _Table(
         "model",
         CatalogModel,
-        key=lambda row: row.model_id,
-        read=lambda row: {
-            "default_max_tokens": row.default_max_tokens,
-            "max_tokens_limit": row.max_tokens_limit,
-        },
+        key=("model_id",),
+        fields=("default_max_tokens", "max_tokens_limit"),
         wanted={
             m.id: {
                 "default_max_tokens": m.generation.default_max_tokens,
@@ -217,35 +266,30 @@ def _tables(config: EdgeConfig, refs: _References) -> Iterable[_Table]:
             }
             for m in config.models
         },
-        write=lambda row, key, v: _set(row, model_id=key, **v),
+        columns=lambda key, v, pks: {"model_id": key, **v},
     )
     yield _Table(
         "route",
         Route,
-        key=lambda row: f"{row.model.model_id}/{row.provider.provider_id}",
-        read=lambda row: {"served_model": row.served_model},
+        key=("model", "provider"),
+        fields=("served_model",),
         wanted={
             f"{m.id}/{provider_id}": {"served_model": served}
             for m in config.models
             for provider_id, served in m.providers.items()
         },
-        write=lambda row, key, v: _set(
-            row,
-            model=refs.get("model", key.split("/")[0]),
-            provider=refs.get("provider", key.split("/")[1]),
+        columns=lambda key, v, pks: {
+            # A model id may hold a "/"; a provider id never does.
+            "model_id": pks["model"][key.rpartition("/")[0]],
+            "provider_id": pks["provider"][key.rpartition("/")[2]],
             **v,
-        ),
-        related=("model", "provider"),
+        },
     )
     yield _Table(
         "principal token",
         PrincipalToken,
-        key=lambda row: row.token_ref,
-        read=lambda row: {
-            "token_hash_sha256": row.token_hash_sha256,
-            "principal_ref": row.principal_ref,
-            "alias": row.alias,
-        },
+        key=("token_ref",),
+        fields=("token_hash_sha256", "principal_ref", "alias"),
         wanted={
             t.token_ref: {
                 "token_hash_sha256": t.token_hash_sha256,
@@ -254,7 +298,7 @@ def _tables(config: EdgeConfig, refs: _References) -> Iterable[_Table]:
             }
             for t in config.openai.principal_tokens
         },
-        write=lambda row, key, v: _set(row, token_ref=key, **v),
+        columns=lambda key, v, pks: {"token_ref": key, **v},
     )
 
 
@@ -262,8 +306,3 @@ def _adapter_options(adapter: AdapterSpec) -> dict[str, Any]:
     options: dict[str, Any] = dict(adapter_payload(adapter))
     del options["id"], options["type"]
     return options
-
-
-def _set(row: models.Model, **values: Any) -> None:
-    for name, value in values.items():
-        setattr(row, name, value)

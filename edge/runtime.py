@@ -12,14 +12,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from edge.config import EdgeConfig
 from edge.config.schema import Model, PrincipalToken
-from edge.dispatch import EdgeShuttingDown, ProviderPool, snapshot_from_config
-from edge.memory import return_free_memory
+from edge.dispatch import EdgeShuttingDown, PoolSnapshot, ProviderPool, snapshot_from_config
+from edge.memory import freeze_long_lived, return_free_memory
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
+from nodes.ack_log import NodeAckRecorder, RevisionAcks
 from nodes.sessions import NodeSessionStore
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,17 @@ class Drain:
         return True
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedConfig:
+    """A config with all the request path derives from it, built before its swap: the building
+    scales with the fleet and is done off the event loop (``EdgeRuntime.prepare``)."""
+
+    config: EdgeConfig
+    snapshot: PoolSnapshot
+    principals: Mapping[str, PrincipalToken]
+    models: Mapping[str, Model]
+
+
 class EdgeRuntime:
     """Everything the request path reads, none of it from the database."""
 
@@ -72,24 +85,47 @@ class EdgeRuntime:
         config: EdgeConfig,
         config_path: Path | None,
         write_usage: Callable[[list[Usage]], Awaitable[None]],
+        write_acks: Callable[[list[RevisionAcks]], Awaitable[None]],
+        *,
+        freeze_heap: bool = False,
     ) -> None:
+        """``freeze_heap``: the runtime is its process's reason to be (``run_edge``), so after
+        each swap what is alive is frozen out of the collector's sight (``freeze_long_lived``)."""
+        self.freeze_heap = freeze_heap
         self.config = config
         self.config_path = config_path
         self.started_at = time.time()
-        self.pool = ProviderPool(snapshot_from_config(config))
+        self.snapshot = snapshot_from_config(config)
+        self.pool = ProviderPool(self.snapshot)
         self.nodes = NodeSessionStore(self.pool.set_node_ready)
         self.usage = UsageRecorder(write_usage, on_quiet=return_free_memory)
+        self.acks = NodeAckRecorder(write_acks)  # the Nodes' config acks, for their mirror rows
         self.refresh_lock = asyncio.Lock()  # refreshes are serialized
         self.principals: Mapping[str, PrincipalToken] = _principals(config)
         self.models: Mapping[str, Model] = _models(config)
         self.drain = Drain()
 
-    def swap_config(self, config: EdgeConfig) -> None:
-        """Make ``config`` the running one. Only live-classified changes may reach here."""
-        self.pool.apply_snapshot(snapshot_from_config(config))
-        self.principals = _principals(config)
-        self.models = _models(config)
-        self.config = config
+    def prepare(self, config: EdgeConfig) -> PreparedConfig:
+        """Build what ``swap_config`` swaps in. Safe in another thread: it reads only immutable
+        objects (the snapshot in force, whose unchanged specs the new one shares)."""
+        return PreparedConfig(
+            config,
+            snapshot_from_config(config, self.snapshot),
+            _principals(config),
+            _models(config),
+        )
+
+    def swap_config(self, prepared: PreparedConfig) -> None:
+        """Make a prepared config the running one, in one step on the event loop. Only
+        live-classified changes may reach here."""
+        self.pool.apply_snapshot(prepared.snapshot)
+        self.snapshot = prepared.snapshot
+        self.principals = prepared.principals
+        self.models = prepared.models
+        self.config = prepared.config
+        if self.freeze_heap:
+            # The new config lives until the next swap: no full collection need scan it.
+            freeze_long_lived()
 
     def principal_for(self, bearer_token: str) -> PrincipalToken | None:
         return self.principals.get(sha256_hex(bearer_token))

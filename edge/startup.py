@@ -8,8 +8,10 @@ from pathlib import Path
 from django.conf import settings
 
 from edge.config import EdgeConfig, load_config_file
+from edge.memory import freeze_long_lived, watch_collections
 from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_installed
 from edge.usage_store import write_usage
+from nodes.ack_store import write_acks
 
 log = logging.getLogger(__name__)
 
@@ -21,8 +23,11 @@ def start_runtime(config: EdgeConfig, config_path: Path) -> EdgeRuntime:
             "openai.require_auth is false: callers without a token, or with a wrong one, are "
             "served; usage meters them as principal (anonymous) or (unknown token)"
         )
-    runtime = EdgeRuntime(config, config_path, write_usage)
+    runtime = EdgeRuntime(config, config_path, write_usage, write_acks, freeze_heap=True)
     install_runtime(runtime)
+    # Django, the config and the pool live as long as the process: out of the collector's sight.
+    freeze_long_lived()
+    watch_collections()
     return runtime
 
 

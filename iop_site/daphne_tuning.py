@@ -8,9 +8,10 @@ with the same result is enough.
 
 Twisted also stores every body of 100 kB or more (and every chunked one) in a temporary file, and
 daphne starts the app only once the whole body is in: a 300 MiB POST is written to disk before
-anything can refuse it. Here a body over ``IOP_MAX_BODY_BYTES`` is answered 413 as soon as that is
-known — from ``Content-Length``, or as a chunked body passes the limit — and one within the limit
-is kept in memory (the limit bounds it), never in a file.
+anything can refuse it. Here a body over ``IOP_MAX_BODY_BYTES`` (on the operator listener, over
+``DATA_UPLOAD_MAX_MEMORY_SIZE``: a refresh carries a whole config) is answered 413 as soon as that
+is known — from ``Content-Length``, or as a chunked body passes the limit — and one within the
+limit is kept in memory (the limit bounds it), never in a file.
 
 Twisted's idle timeout starts over with every byte received, so a client trickling its headers a
 byte at a time holds its socket forever (slowloris). Here the same timer is a deadline: a request
@@ -59,25 +60,34 @@ def install() -> None:
     from django.conf import settings
 
     from edge.openai_api.app import body_too_large
+    from edge.operator_api.errors import BODY_TOO_LARGE
+    from iop_site.listeners import OPERATOR, listener_of_port
 
     http._parseContentType = media_type
     limit: int = settings.IOP_MAX_BODY_BYTES
     refusal = _response(413, b"Request Entity Too Large", body_too_large(limit).body())
+    operator_limit: int = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    operator_refusal = _response(413, b"Request Entity Too Large", BODY_TOO_LARGE)
     process = WebRequest.process
 
     def got_length(request: Any, length: int | None) -> None:
         request.content = BytesIO()
         request.body_size = 0
-        if length is not None and length > limit:
-            _refuse(request, refusal)
+        port = request.channel.transport.getHost().port
+        if listener_of_port(port) == OPERATOR:
+            request.body_limit, request.refusal = operator_limit, operator_refusal
+        else:
+            request.body_limit, request.refusal = limit, refusal
+        if length is not None and length > request.body_limit:
+            _refuse(request, request.refusal)
 
     def handle_content_chunk(request: Any, data: bytes) -> None:
         if getattr(request, "body_refused", False):
             return
         request.body_size += len(data)
-        if request.body_size > limit:
+        if request.body_size > request.body_limit:
             request.content = BytesIO()  # what was kept goes at once
-            _refuse(request, refusal)
+            _refuse(request, request.refusal)
             return
         request.content.write(data)
 

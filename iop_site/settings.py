@@ -11,6 +11,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from edge.config.yaml_source import MAX_CONFIG_BYTES
 from nodes import wire
 from nodes.sessions import DEFAULT_MAX_RUN_OUTPUT_BYTES
 
@@ -235,6 +236,9 @@ if not 0 < IOP_MAX_BODY_BYTES <= wire.MAX_BODY_BYTES:
     raise ImproperlyConfigured(
         f"IOP_MAX_BODY_BYTES must be between 1 and {wire.MAX_BODY_BYTES}, got {IOP_MAX_BODY_BYTES}"
     )
+# The operator API takes a whole config as a JSON string: room for the largest config with its
+# line breaks and quotes escaped. Daphne refuses a larger body on that listener before reading it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * MAX_CONFIG_BYTES + 1024 * 1024
 IOP_MAX_RUN_OUTPUT_BYTES = env.int("IOP_MAX_RUN_OUTPUT_BYTES", default=DEFAULT_MAX_RUN_OUTPUT_BYTES)
 if IOP_MAX_RUN_OUTPUT_BYTES <= 0:
     raise ImproperlyConfigured(

@@ -14,18 +14,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.utils import timezone
 
 from edge.config.canonical import node_canonical
 from edge.runtime import EdgeRuntime, get_runtime
 from edge.tokens import bearer_token, sha256_hex
 from nodes import wire
 from nodes.log_limit import LogLimit
-from nodes.models import Node
 from nodes.sessions import BAD_FRAME, NodeSession
 
 log = logging.getLogger(__name__)
@@ -59,7 +56,6 @@ class NodeConsumer(AsyncWebsocketConsumer):
     # Set in connect(); defaults so that disconnect() is safe whatever connect() got to.
     session: NodeSession | None = None
     keepalive: asyncio.Task[None] | None = None
-    background: set[asyncio.Future[None]]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale DB connections before every event, a thread hop per frame. The
@@ -93,7 +89,6 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.runtime: EdgeRuntime = get_runtime()
-        self.background = set()
         self.bad_frames = 0
         self.last_heard = time.monotonic()
         self.greeted = asyncio.Event()  # the Node's hello arrived
@@ -122,6 +117,9 @@ class NodeConsumer(AsyncWebsocketConsumer):
             self.keepalive.cancel()
         if self.session is not None:
             self.runtime.nodes.detach(self.session)
+            # The session refers back to this consumer: without the cycle, both go as soon as
+            # Channels lets go, even when frozen out of the collector's sight (edge.memory).
+            self.session = None
 
     # -- NodeLink ---------------------------------------------------------------------------
 
@@ -221,10 +219,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
             session.resolve_ack(frame)
         if frame["status"] == "applied":
             self.runtime.nodes.mark_ready(session, frame["revision"])
-            # In the background: this Node's run events must not wait behind a database write.
-            write = asyncio.ensure_future(record_node_ack(self.node_id, frame["revision"]))
-            self.background.add(write)
-            write.add_done_callback(self.background.discard)
+            # Written in batches off the frame path: run events never wait behind the database.
+            self.runtime.acks.record(self.node_id, frame["revision"])
         else:
             session.warnings.log(
                 log,
@@ -301,10 +297,3 @@ class NodeConsumer(AsyncWebsocketConsumer):
                 await self.send_frame(wire.ping(time.time()))
             except ConnectionError:
                 return
-
-
-@database_sync_to_async
-def record_node_ack(node_id: str, revision: str) -> None:
-    Node.objects.filter(node_id=node_id).update(
-        last_acked_revision=revision, last_acked_at=timezone.now()
-    )

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -25,9 +26,10 @@ from django.db import transaction
 
 from edge.config import EdgeConfig
 from edge.config.canonical import node_canonical
+from edge.memory import collection_paused, freeze_long_lived
 from edge.mirror import import_config
 from edge.models import ConfigRevision
-from edge.runtime import EdgeRuntime
+from edge.runtime import EdgeRuntime, PreparedConfig
 from nodes import wire
 from nodes.sessions import PendingAck
 from refresh.models import RefreshRecord
@@ -61,11 +63,11 @@ async def run_refresh(
     """Dry-run or apply a candidate config (the config file when ``config_yaml`` is None)."""
     requester = _Requester(requested_by, user_id, request_id, applied_from)
     async with _RefreshTurn(runtime.refresh_lock) as turn:
-        plan, config_yaml = await _plan(
+        (plan, prepared), config_yaml = await _plan(
             runtime, turn, mode, config_yaml, base_revision, candidate_revision
         )
-        if mode == "apply" and plan.applicable:
-            await _apply(runtime, plan, config_yaml, requester)
+        if prepared is not None:
+            await _apply(runtime, plan, prepared, config_yaml, requester)
         else:
             await _record(plan.result, config_yaml, requester)
         result = plan.result
@@ -90,7 +92,7 @@ class _RefreshTurn:
 
     def __init__(self, lock: asyncio.Lock) -> None:
         self._lock = lock
-        self._until: asyncio.Future[Plan] | None = None
+        self._until: asyncio.Future[Any] | None = None
 
     async def __aenter__(self) -> _RefreshTurn:
         await self._lock.acquire()
@@ -102,19 +104,22 @@ class _RefreshTurn:
         else:
             self._until.add_done_callback(self._release_late)
 
-    def hold_until(self, planning: asyncio.Future[Plan]) -> None:
+    def hold_until(self, planning: asyncio.Future[Any]) -> None:
         self._until = planning
 
-    def _release_late(self, planning: asyncio.Future[Plan]) -> None:
+    def _release_late(self, planning: asyncio.Future[Any]) -> None:
         if not planning.cancelled() and planning.exception() is not None:
             log.error("a timed-out refresh plan failed", exc_info=planning.exception())
         log.warning("a timed-out refresh plan ended; refreshes are accepted again")
         self._lock.release()
 
 
-def _in_daemon_thread(plan: Callable[[], Plan]) -> asyncio.Future[Plan]:
+_Planned = tuple[Plan, PreparedConfig | None]
+
+
+def _in_daemon_thread(plan: Callable[[], _Planned]) -> asyncio.Future[_Planned]:
     """Run ``plan`` in its own daemon thread, so a runaway one never holds up the Edge's exit."""
-    outcome: concurrent.futures.Future[Plan] = concurrent.futures.Future()
+    outcome: concurrent.futures.Future[_Planned] = concurrent.futures.Future()
 
     def run() -> None:
         try:
@@ -133,8 +138,9 @@ async def _plan(
     config_yaml: str | None,
     base_revision: str | None,
     candidate_revision: str | None,
-) -> tuple[Plan, str]:
-    """The plan and the candidate text it was made from (``""`` when the file was unreadable)."""
+) -> tuple[_Planned, str]:
+    """The plan, its prepared config when it is an apply that can go ahead, and the candidate
+    text it was made from (``""`` when the file was unreadable)."""
     if config_yaml is None:
         try:
             config_yaml = await asyncio.to_thread(_read_config_file, runtime)
@@ -146,13 +152,15 @@ async def _plan(
                 base_revision=runtime.config.revision,
                 errors=[{"path": "config_file", "message": f"cannot read the config file: {exc}"}],
             )
-            return Plan(unreadable, None), ""
-    # Off the event loop: a large candidate takes seconds to parse, and requests and Node pings
-    # must not wait for it. The thread reads only immutable objects (the running config).
+            return (Plan(unreadable, None), None), ""
+    # Off the event loop: a fleet's candidate takes most of a second to parse, validate and
+    # classify, and requests and Node pings must not wait for it. The thread reads only immutable
+    # objects (the running config and pool snapshot).
     running, timeout_s = runtime.config, settings.IOP_REFRESH_PLAN_TIMEOUT_S
     planning = _in_daemon_thread(
         functools.partial(
-            plan_refresh,
+            _plan_and_prepare,
+            runtime,
             running,
             config_yaml,
             mode=mode,
@@ -178,8 +186,36 @@ async def _plan(
                 }
             ],
         )
-        return Plan(timed_out, None), config_yaml
+        return (Plan(timed_out, None), None), config_yaml
     return plan, config_yaml
+
+
+def _plan_and_prepare(
+    runtime: EdgeRuntime,
+    running: EdgeConfig,
+    config_yaml: str,
+    *,
+    mode: Mode,
+    base_revision: str | None,
+    candidate_revision: str | None,
+) -> _Planned:
+    with collection_paused():
+        plan = plan_refresh(
+            running,
+            config_yaml,
+            mode=mode,
+            base_revision=base_revision,
+            candidate_revision=candidate_revision,
+        )
+        applying = mode == "apply" and plan.applicable and plan.candidate is not None
+        prepared = runtime.prepare(plan.candidate) if applying and plan.candidate else None
+        if runtime.freeze_heap:
+            # Left to the collector, the hundreds of thousands of objects planning made would be
+            # scanned by the next collections, with the event loop stopped each time. Frozen,
+            # they cost none: a candidate is swapped in, or freed by reference counting when the
+            # refresh ends (a config holds no reference cycles).
+            freeze_long_lived()
+    return plan, prepared
 
 
 def _read_config_file(runtime: EdgeRuntime) -> str:
@@ -188,12 +224,17 @@ def _read_config_file(runtime: EdgeRuntime) -> str:
     return runtime.config_path.read_text(encoding="utf-8")
 
 
-async def _apply(runtime: EdgeRuntime, plan: Plan, config_yaml: str, requester: _Requester) -> None:
+async def _apply(
+    runtime: EdgeRuntime,
+    plan: Plan,
+    prepared: PreparedConfig,
+    config_yaml: str,
+    requester: _Requester,
+) -> None:
     """Apply an applicable plan and record it; an applied record commits with the mirror."""
-    candidate, result = plan.candidate, plan.result
-    assert candidate is not None
+    candidate, result = prepared.config, plan.result
     if result.status == "no_change":
-        runtime.swap_config(candidate)
+        runtime.swap_config(prepared)
         await _record(result, config_yaml, requester)
         return
     result.status = "applied"
@@ -209,7 +250,7 @@ async def _apply(runtime: EdgeRuntime, plan: Plan, config_yaml: str, requester: 
         await _record(result, config_yaml, requester)
         return
     # Copy-on-write: one synchronous step on the loop, so no request sees half a config.
-    runtime.swap_config(candidate)
+    runtime.swap_config(prepared)
     result.node_pushes = await _push(
         runtime, candidate, result.classification.reconfigured_nodes, result.refresh_id
     )

@@ -173,6 +173,16 @@ def format_summary(changes: Sequence[Change]) -> str:
 
 
 def _walk(old: Any, new: Any, at: _At, found: list[_Found]) -> None:
+    if (
+        at.scope
+        and isinstance(old, dict | list)
+        and old == new
+        and canonical_json(old) == canonical_json(new)
+    ):
+        # An unchanged item (most of a fleet's nodes, when one changed), settled by C code in
+        # calls small enough not to hold the interpreter long; `==` alone would take 1, 1.0 and
+        # true for one value.
+        return
     both_lists = isinstance(old, list) and isinstance(new, list)
     if at.pattern in _SET_LISTS and both_lists:
         if sorted(old) != sorted(new):
@@ -184,7 +194,7 @@ def _walk(old: Any, new: Any, at: _At, found: list[_Found]) -> None:
         _walk_entries(old, new, at.item if at.pattern in _KEYED_MAPPINGS else at.attr, found)
     elif canonical_json(old) != canonical_json(new):
         # Compared as the revision sees them, so 1, 1.0 and true are three different values.
-        found.append((at, "changed", old, new))
+        found.append((at, "changed", _plain(old), _plain(new)))
 
 
 def _walk_entries(
@@ -192,9 +202,9 @@ def _walk_entries(
 ) -> None:
     for name in sorted(old.keys() | new.keys()):
         if name not in new:
-            found.append((child(name), "removed", old[name], None))
+            found.append((child(name), "removed", _plain(old[name]), None))
         elif name not in old:
-            found.append((child(name), "added", None, new[name]))
+            found.append((child(name), "added", None, _plain(new[name])))
         else:
             _walk(old[name], new[name], child(name), found)
 
@@ -206,13 +216,13 @@ def _apply_of(pattern: str) -> Apply:
 
 
 def _with_defaults(canonical: Mapping[str, Any]) -> dict[str, Any]:
-    """A plain copy with the sections the canonical form leaves out at their defaults filled
-    in, so a first change reads ``failover.max_attempts: 3 → 5``, not a whole section added."""
-    return {**default_sections(), **_plain(canonical)}
+    """The sections the canonical form leaves out at their defaults filled in, so a first change
+    reads ``failover.max_attempts: 3 → 5``, not a whole section added."""
+    return {**default_sections(), **canonical}
 
 
 def _plain(value: Any) -> Any:
-    """A JSON-ready deep copy: changes never alias the running config's (maybe frozen) data."""
+    """A JSON-ready deep copy: a change never aliases a config's data."""
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
+from edge.memory import collection_paused
 from refresh.classify import Classification, classify
 
 Mode = Literal["dry_run", "apply"]
@@ -96,7 +97,8 @@ def plan_refresh(
         result.errors = [{"path": i.path, "message": i.message} for i in exc.issues]
         return Plan(result, None)
     result.candidate_revision = candidate.revision
-    result.classification = classify(running.canonical, candidate.canonical)
+    with collection_paused():
+        result.classification = classify(running.canonical, candidate.canonical)
     if base_revision is not None and base_revision != running.revision:
         result.status = "stale"
         result.errors = [

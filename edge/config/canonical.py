@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from edge.config.resilience import (
@@ -117,9 +118,33 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+# How deep `revision_of` takes the canonical form apart: down to each node, model and token.
+_PIECES_DEPTH = 3
+
+
+def canonical_json_pieces(data: Any, depth: int = 0) -> Iterator[str]:
+    """``canonical_json(data)`` in pieces, one per node, model or token: the JSON encoder holds
+    the interpreter for a whole call, and over a fleet's config one call would keep every other
+    thread (the event loop's too) waiting for tens of milliseconds."""
+    if depth >= _PIECES_DEPTH or not isinstance(data, dict | list) or not data:
+        yield canonical_json(data)
+    elif isinstance(data, dict):
+        for index, key in enumerate(sorted(data)):
+            yield ("{" if index == 0 else ",") + canonical_json(key) + ":"
+            yield from canonical_json_pieces(data[key], depth + 1)
+        yield "}"
+    else:
+        for index, item in enumerate(data):
+            yield "[" if index == 0 else ","
+            yield from canonical_json_pieces(item, depth + 1)
+        yield "]"
+
+
 def revision_of(canonical: Any) -> str:
-    digest = hashlib.sha256(canonical_json(canonical).encode()).hexdigest()
-    return f"sha256:{digest}"
+    digest = hashlib.sha256()
+    for piece in canonical_json_pieces(canonical):
+        digest.update(piece.encode())
+    return f"sha256:{digest.hexdigest()}"
 
 
 def _by_id(item: Any) -> str:

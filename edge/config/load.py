@@ -36,6 +36,7 @@ from edge.config.schema import (
     frozen_mapping,
 )
 from edge.config.yaml_source import MAX_CONFIG_BYTES, parse_yaml
+from edge.memory import collection_paused
 from nodes.wire.node_config import (
     ADAPTER_KEYS,
     ADAPTER_TYPE_ALIASES,
@@ -103,7 +104,8 @@ def load_config_file(path: str | Path) -> EdgeConfig:
 
 
 def load_config_text(text: str | bytes) -> EdgeConfig:
-    return build_config(parse_yaml(text))
+    with collection_paused():
+        return build_config(parse_yaml(text))
 
 
 def build_config(data: Any) -> EdgeConfig:

@@ -118,9 +118,14 @@ class EdgeConfig:
     revision: str = field(compare=False)
     failover: Failover = field(default_factory=Failover)
     passive_health: PassiveHealth = field(default_factory=PassiveHealth)
+    _nodes_by_id: Mapping[str, Node] = field(init=False, repr=False, compare=False)
 
     def node(self, node_id: str) -> Node | None:
-        return next((n for n in self.nodes if n.id == node_id), None)
+        return self._nodes_by_id.get(node_id)
+
+    def __post_init__(self) -> None:
+        # A Node's sign-in, hello and health reports each look their node up: O(1) at any size.
+        object.__setattr__(self, "_nodes_by_id", {n.id: n for n in self.nodes})
 
     def summary(self) -> str:
         providers = sum(len(n.providers) for n in self.nodes)

@@ -3,55 +3,115 @@ alias expansion.
 
 PyYAML's safe loader still keeps the last of two equal keys silently and lets aliases fan out
 exponentially ("billion laughs"). Both would let a config mean something other than it reads, so
-both are errors here. Merge keys (`<<: [*a, *a]`) are refused while composing: their flattening
-copies pairs for every alias, exponentially when chained, before any size check could see them,
-and a config has no need of them.
+both are errors here. Merge keys (`<<: [*a, *a]`) are refused before they are flattened: the
+flattening copies pairs for every alias, exponentially when chained, and a config has no need of
+them.
+
+Parsing and composing run in libyaml (PyYAML's C loader): a fleet's config of thousands of nodes
+is megabytes, and the pure-Python reader took seconds over it. The checks run while the composed
+nodes are constructed, which is Python either way. Composition shares an anchored node between
+its aliases, so nothing is expanded before the expansion check sees it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
 from edge.config.errors import ConfigError
 
-MAX_CONFIG_BYTES = 1024 * 1024
+# A fleet of 8,000 nodes with ten providers each is about 14 MB in the block style `fleet_yaml`
+# writes; the cap leaves room for that and still bounds what one request may make the Edge parse.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_ALIASES = 100
-# Nodes after alias expansion; a real config has a few thousand at most.
-MAX_EXPANDED_NODES = 200_000
+# Values after alias expansion: an 8,000-node fleet has about 720,000.
+MAX_EXPANDED_NODES = 4_000_000
 # What PyYAML's safe constructors raise on a malformed value behind an explicit standard tag or a
 # date-like scalar (`!!bool maybe`, `!!timestamp foo`, `2024-13-01`, an int over the digit limit).
 _VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_MERGE_REFUSED = "`<<` merge keys are not allowed; write the keys out"
+_SCALAR_KEYS = (str, int, float, bool, type(None))
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate and merge keys and counts aliases as they are composed."""
+class _StrictLoader(yaml.CSafeLoader):
+    """libyaml composes; the document is then built here, refusing duplicate and merge keys and
+    any collection but a plain mapping or list, and counting aliases.
+
+    Composition shares one node between an anchor and each of its aliases, so a node reached a
+    second time is an alias. Strings and plain decimal integers, most of a config, are built
+    directly; any other scalar goes to PyYAML's safe constructors.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.alias_count = 0
+        self._built: dict[yaml.Node, Any] = {}
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
+    def construct_document(self, node: yaml.Node) -> Any:
+        return self._build(node, node)
+
+    def _build(self, node: yaml.Node, parent: yaml.Node) -> Any:
+        if node in self._built:
             self.alias_count += 1
             if self.alias_count > MAX_ALIASES:
-                event = self.peek_event()
                 raise ConfigError.single(
-                    _where(event.start_mark), f"more than {MAX_ALIASES} YAML aliases"
+                    _where(parent.start_mark), f"more than {MAX_ALIASES} YAML aliases"
                 )
-        node = super().compose_node(parent, index)
-        # `<<` (or an explicit `!!merge`) resolves to this tag; nothing is constructed yet.
-        if node is not None and node.tag == _MERGE_TAG:
-            raise ConfigError.single(
-                _where(node.start_mark), "`<<` merge keys are not allowed; write the keys out"
-            )
-        return node
+            return self._built[node]
+        if node.tag == _MERGE_TAG:
+            raise ConfigError.single(_where(node.start_mark), _MERGE_REFUSED)
+        if isinstance(node, yaml.ScalarNode):
+            value = self._scalar(node)
+            self._built[node] = value
+            return value
+        if node.tag not in (_MAP_TAG, _SEQ_TAG):
+            raise _tag_refused(node)
+        if isinstance(node, yaml.SequenceNode):
+            items: list[Any] = []
+            self._built[node] = items  # before its items: a list may hold itself
+            items.extend(self._build(child, node) for child in node.value)
+            return items
+        return self._mapping(node)
 
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+    def _mapping(self, node: yaml.Node) -> dict[Any, Any]:
+        mapping: dict[Any, Any] = {}
+        self._built[node] = mapping
+        lines: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                raise ConfigError.single(_where(key_node.start_mark), _MERGE_REFUSED)
+            key = self._build(key_node, node)
+            if not isinstance(key, _SCALAR_KEYS):
+                raise ConfigError.single(
+                    _where(key_node.start_mark), "mapping keys must be scalars"
+                )
+            if key in lines:
+                raise ConfigError.single(
+                    _where(key_node.start_mark),
+                    f"duplicate key {key!r} (first defined on line {lines[key]})",
+                )
+            lines[key] = key_node.start_mark.line + 1
+            mapping[key] = self._build(value_node, node)
+        return mapping
+
+    def _scalar(self, node: yaml.Node) -> Any:
+        text = node.value
+        if node.tag == _STR_TAG:
+            return text
+        if node.tag not in self.yaml_constructors:
+            raise _tag_refused(node)
         try:
-            return super().construct_object(node, deep=deep)
+            # YAML 1.1 reads a leading 0 as octal: those go the long way.
+            if node.tag == _INT_TAG and text.isdigit() and (text[0] != "0" or text == "0"):
+                return int(text)
+            return self.construct_object(node, deep=True)
         except _VALUE_ERRORS:
             kind = node.tag.rpartition(":")[2]
             raise ConfigError.single(
@@ -67,26 +127,36 @@ class _StrictLoader(yaml.SafeLoader):
             return "this value"
         return repr(value if len(value) <= 40 else value[:40] + "...")
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, (str, int, float, bool)) and key is not None:
-                raise ConfigError.single(
-                    _where(key_node.start_mark), "mapping keys must be scalars"
-                )
-            if key in seen:
-                first = seen[key].start_mark.line + 1
-                raise ConfigError.single(
-                    _where(key_node.start_mark),
-                    f"duplicate key {key!r} (first defined on line {first})",
-                )
-            seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
-
 
 def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _tag_refused(node: yaml.Node) -> ConfigError:
+    tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+    return ConfigError.single(
+        _where(node.start_mark), f"invalid YAML: the tag {tag} is not allowed"
+    )
+
+
+# libyaml's words for two problems whose subject is at the mark: named from the source.
+_UNDEFINED_ALIAS = "found undefined alias"
+_BAD_CHARACTER = "found character that cannot start any token"
+_ALIAS_NAME = re.compile(r"\*([^\s,\[\]{}]+)")
+
+
+def _problem(exc: yaml.MarkedYAMLError, source: str) -> str:
+    problem = exc.problem or exc.context or "malformed"
+    mark = exc.problem_mark
+    if mark is None or problem not in (_UNDEFINED_ALIAS, _BAD_CHARACTER):
+        return problem
+    lines = source.split("\n")
+    rest = lines[mark.line][mark.column :] if mark.line < len(lines) else ""
+    if problem == _UNDEFINED_ALIAS and (alias := _ALIAS_NAME.match(rest)):
+        return f"{problem} {alias.group(1)!r}"
+    if problem == _BAD_CHARACTER and rest:
+        return f"found character {rest[0]!r} that cannot start any token"
+    return problem
 
 
 def parse_yaml(text: str | bytes) -> Any:
@@ -103,11 +173,8 @@ def parse_yaml(text: str | bytes) -> Any:
         raise ConfigError.single(
             "", f"config is not UTF-8 ({exc.reason} at byte {exc.start})"
         ) from None
-    loader = None
+    loader = _StrictLoader(source)
     try:
-        # The reader rejects control characters while the loader is being built, so it is
-        # built inside the try.
-        loader = _StrictLoader(source)
         data = loader.get_single_data()
     except yaml.reader.ReaderError as exc:
         line = source.count("\n", 0, exc.position) + 1
@@ -119,7 +186,7 @@ def parse_yaml(text: str | bytes) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _where(mark) if mark else ""
-        raise ConfigError.single(where, f"invalid YAML: {exc.problem or exc.context}") from None
+        raise ConfigError.single(where, f"invalid YAML: {_problem(exc, source)}") from None
     except yaml.YAMLError as exc:
         raise ConfigError.single("", f"invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:
@@ -128,8 +195,7 @@ def parse_yaml(text: str | bytes) -> Any:
         # Not echoed: the exception's text may quote the value.
         raise ConfigError.single("", "invalid YAML value") from None
     finally:
-        if loader is not None:
-            loader.dispose()
+        loader.dispose()
     _check_expanded_size(data)
     return data
 

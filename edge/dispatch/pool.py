@@ -18,7 +18,7 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from edge.dispatch.errors import (
     ContextTooLong,
@@ -274,10 +274,17 @@ class ProviderPool:
         Waiters are re-evaluated: a vanished model fails ``model_not_found``, a model no provider
         would serve fails ``no_provider_available``, and free slots are handed out. A waiter
         keeps its context class and deadline.
+
+        The work follows what changed: a provider or model whose spec is the object already in
+        force is left as it is (``PoolSnapshot.sharing``).
         """
         providers: dict[str, ProviderState] = {}
+        touched: dict[str, ProviderState] = {}  # new or changed specs, by provider id
         for spec in snapshot.providers:
             state = self._providers.get(spec.id)
+            if state is not None and state.spec is spec and state.listed:
+                providers[spec.id] = state
+                continue
             if state is not None and state.spec.node_id != spec.node_id:
                 # The id moved to another Node: its runs there are not this Node's, nor its health.
                 self._orphan(state)
@@ -285,35 +292,47 @@ class ProviderPool:
                 state = None
             if state is None:
                 state = ProviderState(spec)
+                self._by_node.setdefault(spec.node_id, []).append(state)
             else:
+                if not state.listed:  # back in the snapshot before its last lease was released
+                    self._by_node.setdefault(spec.node_id, []).append(state)
                 state.adopt(spec)
-            state.groups = []
             providers[spec.id] = state
+            touched[spec.id] = state
         for provider_id, state in self._providers.items():
-            if provider_id not in providers:
+            if providers.get(provider_id) is not state and state.listed:
                 self._orphan(state)
-                if not state.idle:
-                    providers[provider_id] = state  # dropped once its last lease is released
+            if provider_id not in providers and not state.idle:
+                providers[provider_id] = state  # dropped once its last lease is released
 
         groups: dict[str, ModelGroup] = {}
         for model in snapshot.models:
-            group = self._groups.get(model.id) or ModelGroup(model.id)
+            group = self._groups.get(model.id)
+            if group is None:
+                group = ModelGroup(model.id)
+            elif group.spec is model and not _routes_touched(model.routes, touched):
+                groups[model.id] = group
+                continue
+            for route in group.routes:
+                if group in route.state.groups:
+                    route.state.groups.remove(group)
             routes = [GroupRoute(providers[pid], served) for pid, served in model.routes.items()]
-            group.set_routes(routes)
+            group.set_routes(routes, model)
             for route in routes:
                 route.state.groups.append(group)
             groups[model.id] = group
         vanished = [g for model_id, g in self._groups.items() if model_id not in groups]
+        for group in vanished:
+            for route in group.routes:
+                if group in route.state.groups:
+                    route.state.groups.remove(group)
 
         self._threshold = snapshot.long_context_threshold_tokens
         self._passive = snapshot.passive_health
         self._providers = providers
         self._groups = groups
-        self._by_node = {}
-        for state in providers.values():
-            if state.listed:
-                self._by_node.setdefault(state.spec.node_id, []).append(state)
-                self._refresh_usable(state)
+        for state in touched.values():
+            self._refresh_usable(state)
 
         for group in vanished:
             for waiter in [*group.normal_queue, *group.long_queue, *self._picky(group)]:
@@ -329,12 +348,14 @@ class ProviderPool:
             for waiter in [*group.normal_queue, *group.long_queue, *self._picky(group)]:
                 self._fail(waiter, EdgeShuttingDown(group.model_id))
 
-    @staticmethod
-    def _orphan(state: ProviderState) -> None:
+    def _orphan(self, state: ProviderState) -> None:
         """A provider no longer in the snapshot: no admissions; its leases still release here."""
         state.listed = False
         state.usable = False
         state.groups = []
+        node_states = self._by_node.get(state.spec.node_id, [])
+        if state in node_states:
+            node_states.remove(state)
 
     def is_current(self, lease: Lease) -> bool:
         """Whether ``lease`` still matches the snapshot in force.
@@ -512,3 +533,10 @@ class ProviderPool:
                 oldest_wait_s=oldest_wait_s,
             )
         return PoolStats(providers=providers, models=models)
+
+
+def _routes_touched(routes: Mapping[str, str], touched: Mapping[str, ProviderState]) -> bool:
+    """Whether a model's routes reach a provider whose spec changed (its tier may have moved)."""
+    if len(touched) < len(routes):
+        return any(provider_id in routes for provider_id in touched)
+    return any(provider_id in touched for provider_id in routes)

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from edge.dispatch.passive import Breaker
-from edge.dispatch.snapshot import ProviderSpec
+from edge.dispatch.snapshot import ModelSpec, ProviderSpec
 
 NOBODY: frozenset[str] = frozenset()  # the usual exclusion: none
 
@@ -157,10 +157,20 @@ class ModelGroup:
     rest, so they wait apart, in ``picky`` (few at a time), each considered on its own.
     """
 
-    __slots__ = ("long_queue", "model_id", "normal_queue", "picky", "routes", "served", "tiers")
+    __slots__ = (
+        "long_queue",
+        "model_id",
+        "normal_queue",
+        "picky",
+        "routes",
+        "served",
+        "spec",
+        "tiers",
+    )
 
     def __init__(self, model_id: str) -> None:
         self.model_id = model_id
+        self.spec: ModelSpec | None = None  # what the routes were last built from
         self.normal_queue = WaitQueue()
         self.long_queue = WaitQueue()
         self.picky: list[Waiter] = []
@@ -168,7 +178,8 @@ class ModelGroup:
         self.served: dict[str, str] = {}
         self.tiers: list[Tier] = []
 
-    def set_routes(self, routes: list[GroupRoute]) -> None:
+    def set_routes(self, routes: list[GroupRoute], spec: ModelSpec) -> None:
+        self.spec = spec
         # Where each tier's round-robin would go next, so a swap does not restart the rotation.
         upcoming = {tier.routes[tier.next].state.id for tier in self.tiers}
         routes = sorted(routes, key=lambda r: (r.state.spec.priority, r.state.id))

@@ -2,8 +2,8 @@
 
 JSON only: a browser page can send a form (urlencoded, multipart, text/plain) to any URL without
 asking, but never `application/json` to another site. Anything else is a 415 with a JSON error.
-Bodies are bounded by Django's `DATA_UPLOAD_MAX_MEMORY_SIZE` (2.5 MiB; a config is at most 1 MiB):
-a larger one is refused before any of it is parsed (413, `edge.operator_api.errors`).
+Bodies are bounded by `DATA_UPLOAD_MAX_MEMORY_SIZE` (room for the largest config, escaped in JSON):
+a larger one is refused before any of it is read (413, `edge.operator_api.errors`).
 """
 
 from __future__ import annotations

@@ -6,13 +6,19 @@ request Django refuses before a view runs, an exception a view did not handle).
 
 from __future__ import annotations
 
+import json
+
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
+
+_TOO_LARGE = {"detail": "The request body is too large."}
+# The same answer when daphne refuses the body before Django sees it (iop_site.daphne_tuning).
+BODY_TOO_LARGE = json.dumps(_TOO_LARGE).encode()
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> JsonResponse:
     if isinstance(exception, RequestDataTooBig):
-        return JsonResponse({"detail": "The request body is too large."}, status=413)
+        return JsonResponse(_TOO_LARGE, status=413)
     return JsonResponse({"detail": "Bad request."}, status=400)
 
 

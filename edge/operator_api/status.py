@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from edge.memory import COLLECTION_TIMES
 from edge.operator_api.base import OperatorAPIView
 from edge.runtime import get_runtime
 from nodes import wire
@@ -43,6 +44,7 @@ async def runtime_status() -> dict[str, Any]:
         },
         "models": {mid: asdict(m) for mid, m in sorted(stats.models.items())},
         "usage_dropped": runtime.usage.dropped,
+        "gc": COLLECTION_TIMES.report(),
     }
 
 

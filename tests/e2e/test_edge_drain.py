@@ -9,6 +9,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from typing import Any
 
 import httpx
@@ -99,6 +100,7 @@ def test_sigterm_lets_running_streams_finish_refuses_new_requests_and_exits_0(
     started = threading.Event()
     stream: Future[list[Any]] = pool.submit(stream_events, stack, SHORT_TEXT, started)
     assert started.wait(30)
+    revision = stack.status()["revision"]
 
     signal_and_wait_for_the_drain(stack, signal.SIGTERM)
     refused = post(stack, "hello")
@@ -114,6 +116,10 @@ def test_sigterm_lets_running_streams_finish_refuses_new_requests_and_exits_0(
     # The usage of the finished stream was flushed before the exit.
     statuses = [row["status"] for row in stack.usage_rows()]
     assert statuses.count("ok") == 1
+    # So was the Node's config ack, to its mirror row.
+    with closing(stack.edge.db()) as db:
+        acked = db.execute("SELECT last_acked_revision FROM nodes_node WHERE node_id = 'node-a'")
+        assert acked.fetchall() == [(revision,)]
     # The Node saw the Edge close its session as going away, and tries to reconnect.
     node = stack.nodes["node-a"]
     wait_until(lambda: "close 1000" in node.log(), timeout=20, what="the Node to see close 1000")

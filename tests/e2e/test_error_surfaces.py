@@ -13,9 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from edge.config.yaml_source import MAX_CONFIG_BYTES
 from edge.openai_api.requests import MAX_JSON_DEPTH
 from iop_site.asgi import CLOSE_NOT_FOUND
 from tests.e2e.conftest import OpenAIStack
@@ -120,10 +122,22 @@ def test_the_operator_api_answers_a_bad_body_in_json(stack: OpenAIStack, body: b
     assert_detail(operator_post(stack, body), 400)
 
 
-def test_the_operator_api_answers_a_body_of_5_mib_in_json(stack: OpenAIStack) -> None:
-    body = json.dumps({"mode": "dry_run", "config_yaml": "a" * (5 * MiB)}).encode()
+def test_the_operator_api_answers_a_body_over_its_limit_in_json(stack: OpenAIStack) -> None:
+    too_much = "a" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    body = json.dumps({"mode": "dry_run", "config_yaml": too_much}).encode()
 
     assert_detail(operator_post(stack, body), 413)
+
+
+def test_the_operator_api_takes_a_config_larger_than_a_request_body(stack: OpenAIStack) -> None:
+    # Larger than any OpenAI request may be: a refresh carries a whole fleet's config. This one
+    # is read and planned (and is no config at all).
+    body = json.dumps({"mode": "dry_run", "config_yaml": "a" * (MAX_CONFIG_BYTES - 1)}).encode()
+
+    response = operator_post(stack, body)
+
+    assert response.status_code == 422
+    assert response.json()["status"] == "invalid"
 
 
 def test_an_unknown_operator_path_is_a_json_404(stack: OpenAIStack) -> None:

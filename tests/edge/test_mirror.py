@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import hashlib
+import re
+
 import pytest
+import yaml
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
 
@@ -27,6 +31,42 @@ def mirror_counts() -> dict[str, int]:
 
 def run_import(text: str, dry_run: bool = False):
     return import_config(load_config_text(text), text, source="test", dry_run=dry_run)
+
+
+def fleet(nodes: int, capacity: int = 4) -> str:
+    """``nodes`` echo nodes with one provider each, all serving one model."""
+    return yaml.safe_dump(
+        {
+            "version": 1,
+            "edge": {
+                "id": "edge-fleet",
+                "listen": "127.0.0.1:8000",
+                "admin_listen": "127.0.0.1:8001",
+            },
+            "nodes": [
+                {
+                    "id": f"node-{i}",
+                    "token_hash_sha256": hashlib.sha256(f"node-{i}".encode()).hexdigest(),
+                    "adapters": [{"id": "echo", "type": "echo"}],
+                    "providers": [
+                        {
+                            "id": f"echo-{i}",
+                            "adapter": "echo",
+                            "served_models": ["echo-small"],
+                            "capacity": capacity,
+                        }
+                    ],
+                }
+                for i in range(nodes)
+            ],
+            "models": [
+                {
+                    "id": "vendor/echo",
+                    "providers": {f"echo-{i}": "echo-small" for i in range(nodes)},
+                }
+            ],
+        }
+    )
 
 
 def test_it_creates_every_object_and_activates_the_revision(default_config_text):
@@ -116,6 +156,21 @@ def test_it_moves_a_provider_to_a_new_adapter(default_config_text):
     assert Provider.objects.get(provider_id="echo-overflow").adapter.adapter_id == "echo"
 
 
+def test_it_updates_an_adapters_options(default_config_text):
+    run_import(default_config_text)
+    echo_options = Adapter.objects.get(adapter_id="echo").options
+    edited = default_config_text.replace("token_delay_ms: 20", "token_delay_ms: 35")
+
+    report = run_import(edited)
+
+    assert report.updated == [
+        "adapter node-local/echo-slow "
+        "(options: {'token_delay_ms': 20.0} -> {'token_delay_ms': 35.0})"
+    ]
+    assert Adapter.objects.get(adapter_id="echo-slow").options == {"token_delay_ms": 35.0}
+    assert Adapter.objects.get(adapter_id="echo").options == echo_options
+
+
 def test_it_allows_only_one_active_revision(default_config_text):
     run_import(default_config_text)
 
@@ -155,3 +210,73 @@ def test_it_reports_creates_and_then_nothing_from_the_command(
     out = capsys.readouterr().out
     assert "create node node-local" in out
     assert out.strip().splitlines()[-2].startswith("nothing changed")
+
+
+def test_it_reads_and_writes_in_bulk_not_row_by_row(django_assert_max_num_queries):
+    with django_assert_max_num_queries(20):
+        created = run_import(fleet(60))
+    with django_assert_max_num_queries(20):
+        updated = run_import(fleet(60, capacity=5))
+
+    assert len(created.created) == 60 * 4 + 1
+    assert len(updated.updated) == 60
+    assert "provider echo-7 (capacity: 4 -> 5)" in updated.updated
+    assert set(Provider.objects.values_list("capacity", flat=True)) == {5}
+
+
+# Committed for real: the foreign keys are checked at commit, after the provider has moved.
+@pytest.mark.django_db(transaction=True)
+def test_it_keeps_a_moved_providers_routes_when_its_old_parent_goes(default_config_text):
+    run_import(default_config_text)
+    routes = set(Route.objects.values_list("model__model_id", "provider__provider_id"))
+    edited = default_config_text.replace("adapter: echo-slow", "adapter: echo")
+    edited = re.sub(r"      - id: echo-slow\n.*\n.*\n", "", edited)
+    assert "echo-slow" not in edited
+
+    report = run_import(edited)
+
+    assert report.lines() == [
+        "update provider echo-overflow (adapter: 'echo-slow' -> 'echo')",
+        "delete adapter node-local/echo-slow",
+    ]
+    provider = Provider.objects.get(provider_id="echo-overflow")
+    assert provider.adapter.adapter_id == "echo"
+    assert set(Route.objects.values_list("model__model_id", "provider__provider_id")) == routes
+
+
+def test_it_mirrors_a_model_whose_id_holds_a_slash():
+    report = run_import(fleet(2))
+
+    assert "route vendor/echo/echo-1" in report.created
+    route = Route.objects.get(model__model_id="vendor/echo", provider__provider_id="echo-1")
+    assert route.served_model == "echo-small"
+
+
+def test_a_new_token_takes_the_hash_a_deleted_or_changed_token_frees(default_config_text):
+    run_import(default_config_text)
+    old_hash = PrincipalToken.objects.get(token_ref="cli-demo").token_hash_sha256
+    # `cli-demo` goes; `a-new` and `z-new` are created with the hash it had and the one
+    # `a-new` is later changed away from.
+    replaced = default_config_text.replace("token_ref: cli-demo", "token_ref: z-new")
+    run_import(replaced)
+    assert PrincipalToken.objects.get().token_ref == "z-new"
+
+    swapped = replaced.replace("token_ref: z-new", "token_ref: a-new").replace(
+        "    - token_ref: a-new",
+        "    - token_ref: z-new\n"
+        f'      token_hash_sha256: "{"3" * 64}"\n'
+        "      principal_ref: team-demo\n"
+        "    - token_ref: a-new",
+    )
+    report = run_import(swapped)
+
+    assert report.deleted == []
+    assert report.created == ["principal token a-new"]
+    assert report.updated == [
+        f"principal token z-new (token_hash_sha256: {old_hash!r} -> {'3' * 64!r}; "
+        "alias: 'demo' -> '')"
+    ]
+    assert dict(PrincipalToken.objects.values_list("token_ref", "token_hash_sha256")) == {
+        "a-new": old_hash,
+        "z-new": "3" * 64,
+    }

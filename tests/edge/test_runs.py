@@ -79,7 +79,7 @@ async def noop_writer(batch: list[Any]) -> None:
 
 
 def make_runtime(events: Events | None = None) -> tuple[EdgeRuntime, FakeLink]:
-    runtime = EdgeRuntime(load_config_text(CONFIG), None, noop_writer)
+    runtime = EdgeRuntime(load_config_text(CONFIG), None, noop_writer, noop_writer)
     link = FakeLink(events or [])
     link.store = runtime.nodes
     link.session, _ = runtime.nodes.attach("node-a", link)
@@ -231,7 +231,9 @@ async def test_a_queued_run_granted_just_before_a_swap_asks_again():
     async for _ in held.deltas():
         pass
     await first.__aexit__(None, None, None)  # frees p1's slot for the waiter ...
-    runtime.swap_config(load_config_text(moved))  # ... and p1 is gone before it wakes
+    runtime.swap_config(
+        runtime.prepare(load_config_text(moved))
+    )  # ... and p1 is gone before it wakes
     run = await asyncio.wait_for(second, 1)
 
     assert run.lease.provider_id == "p2"
@@ -267,7 +269,8 @@ models:
 
 
 def make_nodes(*scripts: Events, extra: str = "") -> tuple[EdgeRuntime, list[FakeLink]]:
-    runtime = EdgeRuntime(load_config_text(several(len(scripts), extra)), None, noop_writer)
+    config = load_config_text(several(len(scripts), extra))
+    runtime = EdgeRuntime(config, None, noop_writer, noop_writer)
     links = [FakeLink(script) for script in scripts]
     for node_id, link in zip(NODES, links, strict=False):
         link.store = runtime.nodes
@@ -357,7 +360,7 @@ async def test_it_never_goes_back_to_a_provider_that_failed_and_stops_at_max_att
     assert run.tried == ("p1", "p2", "p3")
 
     capped = several(3, "failover: {max_attempts: 2}")
-    runtime.swap_config(load_config_text(capped))  # live: the next run uses it
+    runtime.swap_config(runtime.prepare(load_config_text(capped)))  # live: the next run uses it
     runtime.pool.set_provider_health("p2", True)  # the drain mark of the first run
     for link in links:
         link.frames.clear()

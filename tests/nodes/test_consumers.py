@@ -20,13 +20,14 @@ from edge.config import load_config_text
 from edge.operator_api.status import StatusView, runtime_status
 from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_installed
 from edge.usage import Usage
-from nodes import consumers, wire
+from nodes import wire
+from nodes.ack_log import RevisionAcks
 from nodes.consumers import CLOSE_INTERNAL_ERROR, MAX_BAD_FRAMES, NodeConsumer
 from nodes.log_limit import LogLimit
 from nodes.sessions import NODE_DISCONNECTED, WARNING_LINES
 from tests.e2e.harness import Tokens, echo_config
 
-# The consumer records each Node's ack in the database, off the frame path (STACK-NOTES).
+# Channels closes old database connections when a socket disconnects (STACK-NOTES).
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TOKENS = Tokens()
@@ -37,18 +38,17 @@ async def write_no_usage(batch: list[Usage]) -> None:
     return None
 
 
+async def write_no_acks(batch: list[RevisionAcks]) -> None:
+    return None
+
+
 @pytest.fixture
-def runtime(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[EdgeRuntime]:
+def runtime(tmp_path: Any) -> Iterator[EdgeRuntime]:
     """The process's runtime for one echo node `node-a` (provider `echo-1`), no database."""
     previous = get_runtime() if runtime_installed() else None
     text = yaml.safe_dump(echo_config(TOKENS, 18000, 18001))
-    runtime = EdgeRuntime(load_config_text(text), None, write_no_usage)
+    runtime = EdgeRuntime(load_config_text(text), None, write_no_usage, write_no_acks)
     install_runtime(runtime)
-
-    async def no_database(node_id: str, revision: str) -> None:
-        return None
-
-    monkeypatch.setattr(consumers, "record_node_ack", no_database)
     yield runtime
     install_runtime(previous)
 

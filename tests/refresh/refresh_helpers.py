@@ -13,6 +13,7 @@ import yaml
 from edge.config import load_config_text
 from edge.runtime import EdgeRuntime
 from edge.usage import Usage
+from nodes.ack_log import RevisionAcks
 from nodes.sessions import NodeSession
 from tests.e2e.harness import Tokens, echo_config
 
@@ -69,12 +70,16 @@ async def write_no_usage(batch: list[Usage]) -> None:
     return None
 
 
+async def write_no_acks(batch: list[RevisionAcks]) -> None:
+    return None
+
+
 def make_runtime(tmp_path: Path, config: dict[str, Any] | None = None) -> EdgeRuntime:
     """A runtime serving ``config`` from ``tmp_path/edge.yaml``, not installed anywhere."""
     text = yaml_of(config or make_config())
     path = tmp_path / "edge.yaml"
     path.write_text(text, encoding="utf-8")
-    return EdgeRuntime(load_config_text(text), path, write_no_usage)
+    return EdgeRuntime(load_config_text(text), path, write_no_usage, write_no_acks)
 
 
 class FakeNodeLink:

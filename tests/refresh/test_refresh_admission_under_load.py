@@ -284,7 +284,7 @@ def runtime(tmp_path) -> EdgeRuntime:
     async def write_no_usage(batch: list[Any]) -> None:
         return None
 
-    return EdgeRuntime(load_config_text(text), path, write_no_usage)
+    return EdgeRuntime(load_config_text(text), path, write_no_usage, write_no_usage)
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import resource
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from edge.operator_api.token import (
     operator_token_digest,
     operator_token_file,
 )
+from edge.ports import raise_open_files_limit
 from edge.runtime import EdgeRuntime
 from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
@@ -27,6 +28,7 @@ from nodes import wire
 
 log = logging.getLogger("edge.run")
 
+SWITCH_INTERVAL_S = 0.0005
 # Above the wire's own frame limit, so an oversized frame gets the Edge's error frame.
 WEBSOCKET_MAX_MESSAGE_BYTES = wire.MAX_SOCKET_MESSAGE_BYTES
 
@@ -60,7 +62,12 @@ class Command(BaseCommand):
         from iop_site.asgi import application
 
         daphne_tuning.install()
-        _raise_open_files_limit()
+        log.info("open files limit: %d", raise_open_files_limit())
+        # The event loop gives the interpreter up at every system call (each socket read and
+        # write) and waits for it again behind any busy thread (a refresh's plan, the database):
+        # up to the switch interval each time, 5 ms by default, which over a fleet's sockets
+        # added up to stalls of a second. A shorter interval bounds each wait.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
 
         runtime = start_runtime(config, path)
         listens = [config.edge.listen, config.edge.admin_listen]
@@ -79,11 +86,11 @@ class Command(BaseCommand):
             )
             self.stdout.flush()
 
-        def flush_usage() -> defer.Deferred:
-            return defer.Deferred.fromFuture(asyncio.ensure_future(runtime.usage.flush()))
+        def flush_records() -> defer.Deferred:
+            return defer.Deferred.fromFuture(asyncio.ensure_future(_flush_records(runtime)))
 
         # Twisted declares the interface method without `self`, so mypy shifts its arguments.
-        reactor.addSystemEventTrigger("before", "shutdown", flush_usage)  # type: ignore[arg-type]
+        reactor.addSystemEventTrigger("before", "shutdown", flush_records)  # type: ignore[arg-type]
         reactor.callWhenRunning(_drain_on_signals, runtime, reactor)
         Server(
             application=application,
@@ -95,19 +102,6 @@ class Command(BaseCommand):
             ready_callable=ready,
             verbosity=0,
         ).run()
-
-
-def _raise_open_files_limit() -> None:
-    """Every socket is a file: the common soft limit of 1024 would cap the Edge at about that many
-    connections, while the hard limit is usually far higher. The soft one goes up to it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-        except (ValueError, OSError) as error:  # e.g. an unlimited hard limit on macOS
-            log.warning("open files limit stays at %d (hard %d): %s", soft, hard, error)
-    log.info("open files limit: %d", soft)
 
 
 def _drain_on_signals(runtime: EdgeRuntime, reactor: Any) -> None:
@@ -136,8 +130,14 @@ async def _drain_and_stop(runtime: EdgeRuntime, reactor: Any) -> None:
             if IListeningPort.providedBy(reader):
                 reader.stopListening()
         await runtime.close_node_sessions()
-        await runtime.usage.flush()
+        await _flush_records(runtime)
     except Exception:
         log.exception("drain failed; stopping now")
     finally:
         reactor.stop()
+
+
+async def _flush_records(runtime: EdgeRuntime) -> None:
+    """Write the usage and the Node acks still pending."""
+    await runtime.usage.flush()
+    await runtime.acks.flush()

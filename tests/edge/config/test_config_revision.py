@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from edge.config import EdgeConfig, load_config_text
-from edge.config.canonical import canonical_json, revision_of
+from edge.config.canonical import canonical_json, canonical_json_pieces, revision_of
 
 
 def make_hash(seed: str) -> str:
@@ -311,3 +313,19 @@ def test_it_changes_with_a_real_change(change: Callable[[dict[str, Any]], None])
 
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", config.revision)
     assert config.revision != BASE.revision
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(JSON_VALUES)
+def test_the_revision_hashes_exactly_the_canonical_json(data: Any) -> None:
+    # Encoded in pieces (so no one encoder call holds the interpreter long), hashed as one.
+    assert "".join(canonical_json_pieces(data)) == canonical_json(data)
+    expected = hashlib.sha256(canonical_json(data).encode()).hexdigest()
+    assert revision_of(data) == f"sha256:{expected}"

@@ -77,7 +77,8 @@ class PoolMachine(RuleBasedStateMachine):
         self.models = set(ROUTES)
         self.ready = set(NODE_OF.values())
         self.unhealthy: set[str] = set()
-        self.pool = ProviderPool(self.snapshot())
+        self.applied = self.snapshot()
+        self.pool = ProviderPool(self.applied)
         for node in self.ready:
             self.pool.set_node_ready(node, True)
         self.held: list[Lease] = []
@@ -108,6 +109,13 @@ class PoolMachine(RuleBasedStateMachine):
             for model in sorted(self.models)
         )
         return PoolSnapshot(providers, models, THRESHOLD)
+
+    def apply(self, share: bool) -> None:
+        """Swap in the current snapshot, built fresh or sharing unchanged specs with the last
+        one (as a refresh does): the pool must end up the same either way."""
+        snapshot = self.snapshot()
+        self.applied = snapshot.sharing(self.applied) if share else snapshot
+        self.pool.apply_snapshot(self.applied)
 
     def routes(self, model: str) -> list[str]:
         return [pid for pid in ROUTES[model] if pid in self.listed]
@@ -275,6 +283,7 @@ class PoolMachine(RuleBasedStateMachine):
         enabled=st.booleans(),
         max_queue=st.integers(0, 3),
         timeout_s=st.sampled_from([1.0, 2.0, 4.0]),
+        share=st.booleans(),
     )
     def change_provider(
         self,
@@ -285,6 +294,7 @@ class PoolMachine(RuleBasedStateMachine):
         enabled: bool,
         max_queue: int,
         timeout_s: float,
+        share: bool,
     ) -> None:
         if long_slots is not None:
             long_slots = min(long_slots, capacity)
@@ -297,19 +307,19 @@ class PoolMachine(RuleBasedStateMachine):
             max_queue=max_queue,
             timeout_s=timeout_s,
         )
-        self.pool.apply_snapshot(self.snapshot())
+        self.apply(share)
         self.step()
 
-    @rule(pid=st.sampled_from(sorted(NODE_OF)))
-    def add_or_remove_provider(self, pid: str) -> None:
+    @rule(pid=st.sampled_from(sorted(NODE_OF)), share=st.booleans())
+    def add_or_remove_provider(self, pid: str, share: bool) -> None:
         self.listed ^= {pid}
-        self.pool.apply_snapshot(self.snapshot())
+        self.apply(share)
         self.step()
 
-    @rule(model=st.sampled_from(sorted(ROUTES)))
-    def add_or_remove_model(self, model: str) -> None:
+    @rule(model=st.sampled_from(sorted(ROUTES)), share=st.booleans())
+    def add_or_remove_model(self, model: str, share: bool) -> None:
         self.models ^= {model}
-        self.pool.apply_snapshot(self.snapshot())
+        self.apply(share)
         self.step()
 
     @rule(pid=st.sampled_from(sorted(NODE_OF)), healthy=st.booleans())

@@ -13,6 +13,7 @@ from edge.runtime import EdgeRuntime, install_runtime
 from edge.startup import start_runtime
 from edge.tokens import sha256_hex
 from edge.usage import Usage
+from nodes.ack_log import RevisionAcks
 from tests.edge.openai_api.asgi_client import post_chat
 
 KNOWN_TOKEN = "iop_known-token"
@@ -45,6 +46,10 @@ class Recorded:
         self.rows.extend(batch)
 
 
+async def write_no_acks(batch: list[RevisionAcks]) -> None:
+    return None
+
+
 @pytest.fixture
 def recorded() -> Recorded:
     return Recorded()
@@ -52,7 +57,8 @@ def recorded() -> Recorded:
 
 @pytest.fixture
 def runtime(recorded: Recorded):
-    runtime = EdgeRuntime(load_config_text(config_text(require_auth=False)), None, recorded)
+    config = load_config_text(config_text(require_auth=False))
+    runtime = EdgeRuntime(config, None, recorded, write_no_acks)
     install_runtime(runtime)
     yield runtime
     install_runtime(None)

@@ -13,6 +13,7 @@ from edge.openai_api.app import MAX_BODY_BYTES, openai_app
 from edge.runtime import EdgeRuntime, install_runtime
 from edge.tokens import sha256_hex
 from edge.usage import Usage
+from nodes.ack_log import RevisionAcks
 
 CONFIG = f"""
 version: 1
@@ -32,9 +33,13 @@ async def write_no_usage(batch: list[Usage]) -> None:
     return None
 
 
+async def write_no_acks(batch: list[RevisionAcks]) -> None:
+    return None
+
+
 @pytest.fixture(autouse=True)
 def runtime() -> Iterator[EdgeRuntime]:
-    runtime = EdgeRuntime(load_config_text(CONFIG), None, write_no_usage)
+    runtime = EdgeRuntime(load_config_text(CONFIG), None, write_no_usage, write_no_acks)
     install_runtime(runtime)
     yield runtime
     install_runtime(None)

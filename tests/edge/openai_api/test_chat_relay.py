@@ -62,7 +62,7 @@ async def noop_writer(batch: list[Any]) -> None:
 
 @pytest.fixture
 def runtime() -> Iterator[EdgeRuntime]:
-    runtime = EdgeRuntime(load_config_text(CONFIG), None, noop_writer)
+    runtime = EdgeRuntime(load_config_text(CONFIG), None, noop_writer, noop_writer)
     install_runtime(runtime)
     yield runtime
     install_runtime(None)

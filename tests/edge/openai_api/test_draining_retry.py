@@ -15,6 +15,7 @@ from edge.config import load_config_text
 from edge.runtime import EdgeRuntime, install_runtime
 from edge.tokens import sha256_hex
 from edge.usage import Usage
+from nodes.ack_log import RevisionAcks
 from tests.edge.openai_api.asgi_client import post_chat
 
 CONFIG = f"""
@@ -84,6 +85,10 @@ class Recorded:
         self.rows.extend(batch)
 
 
+async def write_no_acks(batch: list[RevisionAcks]) -> None:
+    return None
+
+
 @pytest.fixture
 def recorded() -> Recorded:
     return Recorded()
@@ -91,7 +96,7 @@ def recorded() -> Recorded:
 
 @pytest.fixture
 def runtime(recorded):
-    runtime = EdgeRuntime(load_config_text(CONFIG), None, recorded)
+    runtime = EdgeRuntime(load_config_text(CONFIG), None, recorded, write_no_acks)
     install_runtime(runtime)
     yield runtime
     install_runtime(None)

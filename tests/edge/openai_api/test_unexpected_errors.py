@@ -33,7 +33,7 @@ def runtime():
     async def drop(batch: list[Any]) -> None:
         pass
 
-    runtime = EdgeRuntime(load_config_text(CONFIG), None, drop)
+    runtime = EdgeRuntime(load_config_text(CONFIG), None, drop, drop)
     install_runtime(runtime)
     yield runtime
     install_runtime(None)
