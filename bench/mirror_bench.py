@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 import django
-from fleet_config import fleet_yaml
+from fleet_config import fleet_yaml, one_change
 
 BENCH_DATABASE = "iop_edge_mirror_bench"
 
@@ -28,14 +28,6 @@ def timed(step: Callable[[], object]) -> float:
     started = time.perf_counter()
     step()
     return time.perf_counter() - started
-
-
-def one_change(text: str) -> str:
-    """``text`` with the first provider's capacity raised by one."""
-    first = text.index("capacity: ")
-    end = text.index("\n", first)
-    capacity = int(text[first + len("capacity: ") : end])
-    return f"{text[:first]}capacity: {capacity + 1}{text[end:]}"
 
 
 def empty_mirror() -> None:

@@ -14,9 +14,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edge.config import EdgeConfig
+from edge.config.parse_worker import ParseWorker
 from edge.config.schema import Model, PrincipalToken
+from edge.config.yaml_source import parse_yaml
 from edge.dispatch import EdgeShuttingDown, PoolSnapshot, ProviderPool, snapshot_from_config
 from edge.memory import freeze_long_lived, return_free_memory
 from edge.tokens import sha256_hex
@@ -87,11 +90,13 @@ class EdgeRuntime:
         write_usage: Callable[[list[Usage]], Awaitable[None]],
         write_acks: Callable[[list[RevisionAcks]], Awaitable[None]],
         *,
-        freeze_heap: bool = False,
+        owns_process: bool = False,
     ) -> None:
-        """``freeze_heap``: the runtime is its process's reason to be (``run_edge``), so after
-        each swap what is alive is frozen out of the collector's sight (``freeze_long_lived``)."""
-        self.freeze_heap = freeze_heap
+        """``owns_process``: the runtime is its process's reason to be (``run_edge``), so what
+        is alive after each swap is frozen out of the collector's sight (``freeze_long_lived``)
+        and candidates are parsed in a worker process (``parse_candidate``)."""
+        self.owns_process = owns_process
+        self._parse_worker = ParseWorker() if owns_process else None
         self.config = config
         self.config_path = config_path
         self.started_at = time.time()
@@ -123,9 +128,17 @@ class EdgeRuntime:
         self.principals = prepared.principals
         self.models = prepared.models
         self.config = prepared.config
-        if self.freeze_heap:
+        if self.owns_process:
             # The new config lives until the next swap: no full collection need scan it.
             freeze_long_lived()
+
+    def parse_candidate(self, text: str | bytes) -> Any:
+        """A candidate config's YAML as plain data (``parse_yaml``), parsed where it holds up no
+        request: in the worker process when the runtime owns its process. Blocks: call it from
+        a thread."""
+        if self._parse_worker is None:
+            return parse_yaml(text)
+        return self._parse_worker.parse(text)
 
     def principal_for(self, bearer_token: str) -> PrincipalToken | None:
         return self.principals.get(sha256_hex(bearer_token))

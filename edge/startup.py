@@ -23,7 +23,7 @@ def start_runtime(config: EdgeConfig, config_path: Path) -> EdgeRuntime:
             "openai.require_auth is false: callers without a token, or with a wrong one, are "
             "served; usage meters them as principal (anonymous) or (unknown token)"
         )
-    runtime = EdgeRuntime(config, config_path, write_usage, write_acks, freeze_heap=True)
+    runtime = EdgeRuntime(config, config_path, write_usage, write_acks, owns_process=True)
     install_runtime(runtime)
     # Django, the config and the pool live as long as the process: out of the collector's sight.
     freeze_long_lived()

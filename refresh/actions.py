@@ -206,10 +206,11 @@ def _plan_and_prepare(
             mode=mode,
             base_revision=base_revision,
             candidate_revision=candidate_revision,
+            parse=runtime.parse_candidate,
         )
         applying = mode == "apply" and plan.applicable and plan.candidate is not None
         prepared = runtime.prepare(plan.candidate) if applying and plan.candidate else None
-        if runtime.freeze_heap:
+        if runtime.owns_process:
             # Left to the collector, the hundreds of thousands of objects planning made would be
             # scanned by the next collections, with the event loop stopped each time. Frozen,
             # they cost none: a candidate is swapped in, or freed by reference counting when the

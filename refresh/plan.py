@@ -6,10 +6,12 @@ The result has the shape of DESIGN §6; every list is present, `[]` when empty.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
+from edge.config.yaml_source import parse_yaml
 from edge.memory import collection_paused
 from refresh.classify import Classification, classify
 
@@ -78,8 +80,10 @@ def plan_refresh(
     base_revision: str | None = None,
     candidate_revision: str | None = None,
     refresh_id: str | None = None,
+    parse: Callable[[str | bytes], Any] = parse_yaml,
 ) -> Plan:
     """Load and classify ``candidate_yaml`` against ``running``; nothing is changed here.
+    ``parse`` parses the YAML (``edge.config.parse_worker`` does it in a worker process).
 
     ``base_revision`` and ``candidate_revision`` pin a reviewed plan: when either differs from
     what is running or what was sent now, the result is ``stale``.
@@ -91,7 +95,7 @@ def plan_refresh(
         base_revision=running.revision,
     )
     try:
-        candidate = load_config_text(candidate_yaml)
+        candidate = load_config_text(candidate_yaml, parse)
     except ConfigError as exc:
         result.status = "invalid"
         result.errors = [{"path": i.path, "message": i.message} for i in exc.issues]

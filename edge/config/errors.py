@@ -23,6 +23,10 @@ class ConfigError(Exception):
         self.issues = issues
         super().__init__("\n".join(str(issue) for issue in issues))
 
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[list[ConfigIssue]]]:
+        # Raised in the parse worker process and pickled back (edge.config.parse_worker).
+        return (type(self), (self.issues,))
+
     @classmethod
     def single(cls, path: str, message: str) -> ConfigError:
         return cls([ConfigIssue(path, message)])

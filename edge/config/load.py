@@ -6,6 +6,7 @@ returned.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,12 @@ def load_config_file(path: str | Path) -> EdgeConfig:
     return load_config_text(text)
 
 
-def load_config_text(text: str | bytes) -> EdgeConfig:
+def load_config_text(
+    text: str | bytes, parse: Callable[[str | bytes], Any] = parse_yaml
+) -> EdgeConfig:
+    """Parse (with ``parse``: in this thread, or in a worker process) and validate."""
     with collection_paused():
-        return build_config(parse_yaml(text))
+        return build_config(parse(text))
 
 
 def build_config(data: Any) -> EdgeConfig:
