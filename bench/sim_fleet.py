@@ -44,11 +44,17 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from edge.ports import raise_open_files_limit
 from nodes import wire
-from nodes.agent.adapters import Adapter, AdapterError, Delta, Response
+from nodes.agent.adapters import Adapter, AdapterError
 from nodes.agent.adapters.echo import EchoAdapter
 from nodes.agent.agent import Backoff
 from nodes.agent.registry import Registry, RouteError
-from nodes.agent.session import AGENT_VERSION, CLOSE_GOING_AWAY, HEARTBEAT_INTERVAL_S, RUN_FRAMES
+from nodes.agent.session import (
+    AGENT_VERSION,
+    CLOSE_GOING_AWAY,
+    HEARTBEAT_INTERVAL_S,
+    RUN_FRAMES,
+    serve_run,
+)
 
 SIM_VERSION = f"{AGENT_VERSION}+sim"
 OPEN_TIMEOUT_S = 10.0  # the agent's (AgentSettings.open_timeout_s)
@@ -310,7 +316,7 @@ class SimulatedNode:
             return EchoAdapter(spec)
         return EchoAdapter(wire.AdapterSpec(spec.id, "echo", token_delay_ms=self._token_delay_ms))
 
-    # -- runs (as EdgeSession._start_run and _serve_run) -----------------------------------
+    # -- runs (as EdgeSession._start_run; served by the agent's serve_run) ---------------------
 
     async def _start_run(self, frame: wire.RunRequest) -> None:
         run_id = frame["run_id"]
@@ -331,40 +337,9 @@ class SimulatedNode:
         except RouteError as exc:
             await self._send(wire.run_error(run_id, wire.ERROR_BAD_REQUEST, str(exc)))
             return
-        task = asyncio.create_task(self._serve_run(frame, adapter))
+        task = asyncio.create_task(serve_run(frame, adapter, self._send))
         self._runs[run_id] = task
         task.add_done_callback(lambda _: self._runs.pop(run_id, None))
-
-    async def _serve_run(self, frame: wire.RunRequest, adapter: Adapter) -> None:
-        run_id = frame["run_id"]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (frame["deadline"] - time.time())  # the deadline is wall-clock
-        try:
-            async with (
-                asyncio.timeout_at(deadline),
-                contextlib.aclosing(adapter.stream(frame["request"], frame["target"])) as events,
-            ):
-                async for event in events:
-                    if isinstance(event, Delta):
-                        await self._send(wire.run_delta(run_id, event.chunk))
-                    elif isinstance(event, Response):
-                        await self._send(wire.run_response(run_id, event.completion))
-                    else:
-                        done = wire.run_done(
-                            run_id, event.usage, event.finish_reason, finish_sent=event.finish_sent
-                        )
-                        await self._send(done)
-            return
-        except AdapterError as exc:
-            error = exc.event(run_id)
-        except TimeoutError:
-            error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
-        except ConnectionClosed:
-            return
-        except Exception as exc:
-            error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
-        with contextlib.suppress(ConnectionClosed):
-            await self._send(error)
 
     # -- sending ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from websockets.asyncio.client import ClientConnection
@@ -216,7 +217,7 @@ class EdgeSession:
             await self._send(wire.run_error(run_id, wire.ERROR_BAD_REQUEST, str(exc)))
             return
         registry.begin_run()
-        task = asyncio.create_task(self._serve_run(frame, adapter), name=f"run {run_id}")
+        task = asyncio.create_task(serve_run(frame, adapter, self._send), name=f"run {run_id}")
         self._runs[run_id] = task
         # A callback, not a `finally`: a task cancelled before its first step never runs its body.
         task.add_done_callback(lambda _: self._run_ended(run_id, registry))
@@ -224,39 +225,6 @@ class EdgeSession:
     def _run_ended(self, run_id: str, registry: Registry) -> None:
         self._runs.pop(run_id, None)
         registry.end_run()
-
-    async def _serve_run(self, frame: wire.RunRequest, adapter: Adapter) -> None:
-        run_id = frame["run_id"]
-        # The deadline is wall-clock (it crossed machines); the timeout runs on the loop clock.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (frame["deadline"] - time.time())
-        try:
-            async with (
-                asyncio.timeout_at(deadline),
-                contextlib.aclosing(adapter.stream(frame["request"], frame["target"])) as events,
-            ):
-                async for event in events:
-                    if isinstance(event, Delta):
-                        await self._send(wire.run_delta(run_id, event.chunk))
-                    elif isinstance(event, Response):
-                        await self._send(wire.run_response(run_id, event.completion))
-                    else:
-                        done = wire.run_done(
-                            run_id, event.usage, event.finish_reason, finish_sent=event.finish_sent
-                        )
-                        await self._send(done)
-            return
-        except AdapterError as exc:
-            error = exc.event(run_id)
-        except TimeoutError:
-            error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
-        except ConnectionClosed:
-            return  # the Edge already failed this run when the session dropped
-        except Exception as exc:
-            logger.exception("run %s failed in adapter %s", run_id, adapter.id)
-            error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
-        with contextlib.suppress(ConnectionClosed):
-            await self._send(error)
 
     async def _wait_for_runs(self, grace_s: float) -> None:
         if not self._runs:
@@ -337,3 +305,41 @@ class EdgeSession:
             raise AdapterError(wire.ERROR_OUTPUT_TOO_LARGE, exc.message) from None
         for text in texts:
             await self._ws.send(text)
+
+
+async def serve_run(
+    frame: wire.RunRequest, adapter: Adapter, send: Callable[[wire.Frame], Awaitable[None]]
+) -> None:
+    """Run one ``run.request`` on its adapter: its events go out through ``send``, ending with
+    ``done`` or an ``error`` event (``deadline_exceeded`` once the run's deadline passes)."""
+    run_id = frame["run_id"]
+    # The deadline is wall-clock (it crossed machines); the timeout runs on the loop clock.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (frame["deadline"] - time.time())
+    try:
+        async with (
+            asyncio.timeout_at(deadline),
+            contextlib.aclosing(adapter.stream(frame["request"], frame["target"])) as events,
+        ):
+            async for event in events:
+                if isinstance(event, Delta):
+                    await send(wire.run_delta(run_id, event.chunk))
+                elif isinstance(event, Response):
+                    await send(wire.run_response(run_id, event.completion))
+                else:
+                    done = wire.run_done(
+                        run_id, event.usage, event.finish_reason, finish_sent=event.finish_sent
+                    )
+                    await send(done)
+        return
+    except AdapterError as exc:
+        error = exc.event(run_id)
+    except TimeoutError:
+        error = wire.run_error(run_id, wire.ERROR_DEADLINE_EXCEEDED, "run deadline passed")
+    except ConnectionClosed:
+        return  # the Edge already failed this run when the session dropped
+    except Exception as exc:
+        logger.exception("run %s failed in adapter %s", run_id, adapter.id)
+        error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
+    with contextlib.suppress(ConnectionClosed):
+        await send(error)
