@@ -47,12 +47,13 @@ from nodes import wire
 from nodes.agent.adapters import Adapter, AdapterError
 from nodes.agent.adapters.echo import EchoAdapter
 from nodes.agent.agent import Backoff
-from nodes.agent.registry import Registry, RouteError
+from nodes.agent.registry import Registry
 from nodes.agent.session import (
     AGENT_VERSION,
     CLOSE_GOING_AWAY,
     HEARTBEAT_INTERVAL_S,
     RUN_FRAMES,
+    admit_run,
     serve_run,
 )
 
@@ -316,26 +317,14 @@ class SimulatedNode:
             return EchoAdapter(spec)
         return EchoAdapter(wire.AdapterSpec(spec.id, "echo", token_delay_ms=self._token_delay_ms))
 
-    # -- runs (as EdgeSession._start_run; served by the agent's serve_run) ---------------------
+    # -- runs (admitted and served by the agent's own admit_run and serve_run) -------------------
 
     async def _start_run(self, frame: wire.RunRequest) -> None:
         run_id = frame["run_id"]
-        if self._registry is None:
-            await self._send(
-                wire.run_error(run_id, wire.ERROR_NODE_NOT_READY, "node has no applied config")
-            )
-            return
-        if run_id in self._runs:
-            await self._send(
-                wire.run_error(run_id, wire.ERROR_BAD_REQUEST, f"run {run_id!r} is already running")
-            )
-            return
         try:
-            adapter = self._registry.resolve(
-                frame["provider_id"], frame["adapter_id"], frame["target"]
-            )
-        except RouteError as exc:
-            await self._send(wire.run_error(run_id, wire.ERROR_BAD_REQUEST, str(exc)))
+            adapter = admit_run(frame, self._registry, self._runs)
+        except AdapterError as refused:
+            await self._send(refused.event(run_id))
             return
         task = asyncio.create_task(serve_run(frame, adapter, self._send))
         self._runs[run_id] = task

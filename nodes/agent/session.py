@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
 
 from websockets.asyncio.client import ClientConnection
@@ -201,21 +201,12 @@ class EdgeSession:
             await self._send(wire.run_error(run_id, wire.ERROR_NODE_DRAINING, "node is draining"))
             return
         registry = self._registries.current
-        if registry is None:
-            await self._send(
-                wire.run_error(run_id, wire.ERROR_NODE_NOT_READY, "node has no applied config")
-            )
-            return
-        if run_id in self._runs:
-            await self._send(
-                wire.run_error(run_id, wire.ERROR_BAD_REQUEST, f"run {run_id!r} is already running")
-            )
-            return
         try:
-            adapter = registry.resolve(frame["provider_id"], frame["adapter_id"], frame["target"])
-        except RouteError as exc:
-            await self._send(wire.run_error(run_id, wire.ERROR_BAD_REQUEST, str(exc)))
+            adapter = admit_run(frame, registry, self._runs)
+        except AdapterError as refused:
+            await self._send(refused.event(run_id))
             return
+        assert registry is not None  # admitted: there is a config
         registry.begin_run()
         task = asyncio.create_task(serve_run(frame, adapter, self._send), name=f"run {run_id}")
         self._runs[run_id] = task
@@ -305,6 +296,23 @@ class EdgeSession:
             raise AdapterError(wire.ERROR_OUTPUT_TOO_LARGE, exc.message) from None
         for text in texts:
             await self._ws.send(text)
+
+
+def admit_run(
+    frame: wire.RunRequest, registry: Registry | None, running: Container[str]
+) -> Adapter:
+    """The adapter to serve a ``run.request`` with. Raises AdapterError (its ``event`` is the
+    answer) when there is no applied config yet, the run id is already running, or the registry
+    has no such route."""
+    run_id = frame["run_id"]
+    if registry is None:
+        raise AdapterError(wire.ERROR_NODE_NOT_READY, "node has no applied config")
+    if run_id in running:
+        raise AdapterError(wire.ERROR_BAD_REQUEST, f"run {run_id!r} is already running")
+    try:
+        return registry.resolve(frame["provider_id"], frame["adapter_id"], frame["target"])
+    except RouteError as exc:
+        raise AdapterError(wire.ERROR_BAD_REQUEST, str(exc)) from None
 
 
 async def serve_run(
