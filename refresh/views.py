@@ -32,10 +32,15 @@ class RefreshView(OperatorAPIView):
         body = RefreshRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        # The candidate leaves the request's objects: DRF's request, view and serializer refer
+        # to one another, and a refresh freezes what is alive (edge.memory), so a config left in
+        # them would stay in memory after the request ends. Here it goes with this frame.
+        config_yaml = data.pop("config_yaml", None)
+        request.data.pop("config_yaml", None)
         result = async_to_sync(run_refresh)(
             get_runtime(),
             mode=data["mode"],
-            config_yaml=data.get("config_yaml"),
+            config_yaml=config_yaml,
             base_revision=data.get("base_revision"),
             candidate_revision=data.get("candidate_revision"),
             requested_by=f"loopback {request.META.get('REMOTE_ADDR')}",
