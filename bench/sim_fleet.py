@@ -51,9 +51,9 @@ from nodes.agent.registry import Registry
 from nodes.agent.session import (
     AGENT_VERSION,
     CLOSE_GOING_AWAY,
-    HEARTBEAT_INTERVAL_S,
     RUN_FRAMES,
     admit_run,
+    heartbeat,
     serve_run,
 )
 
@@ -202,7 +202,7 @@ class SimulatedNode:
         beat: asyncio.Task[None] | None = None
         try:
             await self._send(wire.hello(self.node_id, SIM_VERSION))
-            beat = asyncio.create_task(self._beat())
+            beat = asyncio.create_task(heartbeat(self._send))
             async for text in ws:
                 await self._handle(text)
         except ConnectionClosed:
@@ -331,13 +331,6 @@ class SimulatedNode:
         task.add_done_callback(lambda _: self._runs.pop(run_id, None))
 
     # -- sending ---------------------------------------------------------------------------
-
-    async def _beat(self) -> None:
-        """The agent's own keep-alive: a ``ping`` every ``HEARTBEAT_INTERVAL_S``."""
-        with contextlib.suppress(ConnectionClosed):
-            while True:
-                await asyncio.sleep(HEARTBEAT_INTERVAL_S)
-                await self._send(wire.ping(time.time()))
 
     async def _send(self, frame: wire.Frame) -> None:
         """Send a frame, in parts when too large for one; a run event too large even for that

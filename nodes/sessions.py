@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -108,10 +109,15 @@ class NodeSession:
         self.max_run_output_bytes = max_run_output_bytes
         self.ready = False
         self.acked_revision: str | None = None
+        # What the dashboard shows: the agent's version from its hello, and when the session
+        # began (wall clock, so a browser can show it).
+        self.agent_version: str | None = None
+        self.connected_at = time.time()
         self.closed = False
         self.runs: dict[str, RunStream] = {}
         self._ended: dict[str, None] = {}  # insertion-ordered set, oldest first
         self._pending_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._held_config: Callable[[], wire.Frame] | None = None
         self._parts = wire.Reassembler()  # large run.events on their way in
         self._background: set[asyncio.Task[None]] = set()
         self.warnings = LogLimit(
@@ -223,9 +229,24 @@ class NodeSession:
         future.set_result(dict(frame))
         return True
 
+    def hold_config(self, frame: Callable[[], wire.Frame]) -> None:
+        """Make a config push (built when sent) the next frame this session sends, ahead of
+        anything sent after this call: a fleet's pushes can then be written a batch at a time
+        while the runs the new config routes still reach each Node after its new config."""
+        self._held_config = frame
+
+    async def send_held_config(self) -> None:
+        """Send the held config push, unless a frame sent since took it along."""
+        held, self._held_config = self._held_config, None
+        if held is not None:
+            await self.link.send_frame(held())
+
     async def send(self, frame: wire.Frame) -> None:
-        """Send a frame (the link splits a large one into parts). A ``run.request`` too large to
-        travel even in parts fails its run here, before anything reaches the Node."""
+        """Send a frame (the link splits a large one into parts), after a held config push. A
+        ``run.request`` too large to travel even in parts fails its run here, before anything
+        reaches the Node."""
+        if self._held_config is not None:
+            await self.send_held_config()
         try:
             await self.link.send_frame(frame)
         except wire.FrameError as exc:

@@ -496,28 +496,29 @@ class ProviderPool:
     def stats(self) -> PoolStats:
         """Read only: a breaker whose cooldown is over shows half-open, as the next acquire
         will find it."""
-        now = self._clock()
-        providers = {
-            provider_id: ProviderStats(
-                provider_id=provider_id,
-                node_id=state.spec.node_id,
-                in_flight=state.in_flight,
-                long_in_flight=state.long_in_flight,
-                capacity=state.capacity,
-                long_context_slots=state.long_slots,
-                healthy=provider_id not in self._unhealthy
-                and state.breaker.shown(now, self._passive) != OPEN,
-                health_detail=self._health_detail.get(provider_id, ""),
-                passive_state=state.breaker.shown(now, self._passive),
-                passive_reason=state.breaker.reason,
-                recent_failures=state.breaker.recent_failures(now, self._passive),
-                reopens_in_s=state.breaker.reopens_in(now, self._passive),
-                enabled=state.spec.enabled,
-                node_ready=state.spec.node_id in self._ready_nodes,
-                listed=state.listed,
+        now, passive = self._clock(), self._passive
+        unhealthy, ready_nodes, details = self._unhealthy, self._ready_nodes, self._health_detail
+        providers = {}
+        for provider_id, state in self._providers.items():
+            spec, breaker = state.spec, state.breaker
+            shown = breaker.shown(now, passive)
+            providers[provider_id] = ProviderStats(
+                provider_id,
+                spec.node_id,
+                state.in_flight,
+                state.long_in_flight,
+                state.capacity,
+                state.long_slots,
+                provider_id not in unhealthy and shown != OPEN,
+                details.get(provider_id, ""),
+                shown,
+                breaker.reason,
+                breaker.recent_failures(now, passive),
+                breaker.reopens_in(now, passive),
+                spec.enabled,
+                spec.node_id in ready_nodes,
+                state.listed,
             )
-            for provider_id, state in self._providers.items()
-        }
         models = {}
         for model_id, group in self._groups.items():
             picky = self._picky(group)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
@@ -268,12 +269,7 @@ class EdgeSession:
             await self._send(wire.provider_health(health))
 
     async def _beat(self) -> None:
-        """Ping the Edge on an interval of our own: the Edge drops a Node it has not heard from,
-        and its own pings may wait behind a large request on a slow link."""
-        with contextlib.suppress(ConnectionClosed):
-            while True:
-                await asyncio.sleep(HEARTBEAT_INTERVAL_S)
-                await self._send(wire.ping(time.time()))
+        await heartbeat(self._send)
 
     async def _shutdown(self) -> None:
         tasks = list(self._runs.values())
@@ -351,3 +347,18 @@ async def serve_run(
         error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
     with contextlib.suppress(ConnectionClosed):
         await send(error)
+
+
+async def heartbeat(send: Callable[[wire.Frame], Awaitable[None]]) -> None:
+    """Ping the Edge on an interval of our own until the socket closes: the Edge drops a Node it
+    has not heard from, and its own pings may wait behind a large request on a slow link.
+
+    The first ping comes at a random point of the interval: Nodes that reconnect together after
+    an Edge restart would otherwise ping it in one burst per interval for as long as they run.
+    """
+    delay = random.uniform(0, HEARTBEAT_INTERVAL_S)
+    with contextlib.suppress(ConnectionClosed):
+        while True:
+            await asyncio.sleep(delay)
+            await send(wire.ping(time.time()))
+            delay = HEARTBEAT_INTERVAL_S

@@ -22,7 +22,7 @@ from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_inst
 from edge.usage import Usage
 from nodes import wire
 from nodes.ack_log import RevisionAcks
-from nodes.consumers import CLOSE_INTERNAL_ERROR, MAX_BAD_FRAMES, NodeConsumer
+from nodes.consumers import CLOSE_INTERNAL_ERROR, MAX_BAD_FRAMES, NodeConsumer, keep_alive_step
 from nodes.log_limit import LogLimit
 from nodes.sessions import NODE_DISCONNECTED, WARNING_LINES
 from tests.e2e.harness import Tokens, echo_config
@@ -180,3 +180,12 @@ async def test_status_answers_whatever_a_session_stored(
     node_state = json.loads(rendered)["nodes"]["node-a"]
     assert node_state["acked_revision"].startswith("?rrr")
     assert len(node_state["acked_revision"]) == wire.MAX_REVISION_CHARS
+
+
+@pytest.mark.parametrize(
+    ("quiet_s", "step"),
+    [(0.0, "wait"), (1.9, "wait"), (2.0, "ping"), (6.0, "ping"), (6.1, "drop")],
+)
+def test_the_keep_alive_pings_only_a_node_quiet_for_an_interval(quiet_s, step) -> None:
+    """A Node that pings on its own interval is never pinged back: half the keep-alive frames."""
+    assert keep_alive_step(quiet_s, interval_s=2.0) == step
