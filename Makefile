@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/iop_edge
 LOCK_TOOLS := $(VENV)/lock-tools
+# The browser tests (tests/browser) drive this chromium; without it they are skipped.
+CHROMIUM ?= $(or $(IOP_CHROMIUM),/usr/bin/chromium)
 # The Edges started here are local development ones, on loopback over plain HTTP: each
 # generates its SECRET_KEY into its var dir, and the warning about TLS settings is moot.
 export IOP_GENERATE_SECRET_KEY ?= true
@@ -18,9 +20,10 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
-## setup: virtualenv, dependencies, database migrations (idempotent)
+## setup: virtualenv, dependencies, database migrations, static files (idempotent)
 setup: $(VENV)/.installed
 	$(PY) manage.py migrate --verbosity 0
+	$(PY) manage.py collectstatic --noinput --verbosity 0
 
 ## run: set up, generate the bootstrap tokens and config, serve the Edge with a local Node
 run: setup
@@ -32,6 +35,8 @@ test: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
+	@if [ -x "$(CHROMIUM)" ]; then echo "chromium at $(CHROMIUM): running the browser tests"; \
+	else echo "No chromium at $(CHROMIUM): browser tests skipped (apt-get install -y chromium)"; fi
 	$(VENV)/bin/pytest
 	$(MAKE) --no-print-directory test-postgres
 

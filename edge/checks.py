@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -36,5 +37,22 @@ def tls_settings_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                 "silence this with IOP_SILENCED_SYSTEM_CHECKS=edge.W001."
             ),
             id="edge.W001",
+        )
+    ]
+
+
+@register(Tags.staticfiles)
+def static_files_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn when the admin's static files were never collected: with hashed names, every admin
+    page needs the manifest `collectstatic` writes, and answers 500 without it."""
+    manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
+    if manifest.exists():
+        return []
+    return [
+        Warning(
+            f"The static files are not collected ({manifest} is missing): every admin page "
+            "will answer 500.",
+            hint="Run `python manage.py collectstatic --noinput` (`make setup` does).",
+            id="edge.W002",
         )
     ]

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from django.db import models
 
+from edge.usage_rollup import DAY_KEY, HOUR_KEY, LATENCY_FIELDS
+
+# Usage columns the admin filters its rows by (each has an index with the list's order).
+USAGE_FILTERS = ("principal_ref", "token_ref", "model", "provider", "status")
+
 
 class PrincipalToken(models.Model):
     """A client token mapping; only the sha256 of the token is known to the Edge."""
@@ -48,10 +53,10 @@ class UsageRecord(models.Model):
 
     created_at = models.DateTimeField(db_index=True)
     request_id = models.CharField(max_length=64)
-    principal_ref = models.CharField(max_length=128, blank=True, db_index=True)
-    token_ref = models.CharField(max_length=63, blank=True, db_index=True)
+    principal_ref = models.CharField(max_length=128, blank=True)
+    token_ref = models.CharField(max_length=63, blank=True)
     alias = models.CharField(max_length=64, blank=True)
-    model = models.CharField(max_length=128, db_index=True)
+    model = models.CharField(max_length=128)
     provider = models.CharField(max_length=63, blank=True)
     node = models.CharField(max_length=63, blank=True)
     context_class = models.CharField(max_length=8, blank=True)
@@ -59,13 +64,72 @@ class UsageRecord(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     queue_ms = models.FloatField(default=0)
     total_ms = models.FloatField(default=0)
-    status = models.CharField(max_length=64, db_index=True)
+    status = models.CharField(max_length=64)
     # Failover: how many providers the run went to, and which (comma-separated, in order).
     attempts = models.PositiveSmallIntegerField(default=0)
     providers_tried = models.CharField(max_length=1024, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # The admin lists newest first, filtered by one of these at a time: each index serves
+        # the filter and the order together, so a page reads its rows and no more (the id that
+        # breaks ties is SQLite's rowid in every index; PostgreSQL sorts ties as it goes).
+        indexes = [
+            models.Index(fields=["request_id"], name="usage_request_id"),
+            *(
+                models.Index(fields=[name, "created_at"], name=f"usage_{name}_created")
+                for name in USAGE_FILTERS
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.model} {self.status}"
+
+
+class UsageSums(models.Model):
+    """What a rollup row adds up (`edge/usage_rollup.py`): requests, tokens, latency counts.
+
+    Kept by the usage writer in the transaction that stores the rows, so the sums always match
+    them. One column per latency bucket, added below from the bucket list.
+    """
+
+    principal_ref = models.CharField(max_length=128, blank=True)
+    token_ref = models.CharField(max_length=63, blank=True)
+    model = models.CharField(max_length=128)
+    status = models.CharField(max_length=64)
+    requests = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+# Before the rollups below: they inherit the abstract model's fields as they are at that point.
+for _name in LATENCY_FIELDS:
+    UsageSums.add_to_class(_name, models.PositiveIntegerField(default=0))
+
+
+class UsageRollup(UsageSums):
+    """Usage per hour, principal, token_ref, model and status: the sums of short periods."""
+
+    hour = models.DateTimeField()
+    day = models.DateField(help_text="The UTC day of the hour.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=HOUR_KEY, name="usage_rollup_key")]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}h {self.token_ref or self.principal_ref} {self.model}"
+
+
+class UsageDayRollup(UsageSums):
+    """Usage per UTC day, principal, token_ref, model and status: the sums of long periods."""
+
+    day = models.DateField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=DAY_KEY, name="usage_day_rollup_key")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.token_ref or self.principal_ref} {self.model}"

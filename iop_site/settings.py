@@ -121,6 +121,8 @@ IOP_OPERATOR_TOKEN_FILE = Path(
 
 INSTALLED_APPS = [
     "daphne",
+    # Before the admin: its templates (admin/base_site.html) override the admin's own.
+    "edge",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -130,7 +132,6 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
-    "edge",
     "nodes",
     "providers",
     "refresh",
@@ -139,6 +140,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "iop_site.static_files.PublicStaticFilesMiddleware",
     "iop_site.middleware.ListenerURLConfMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -212,9 +214,18 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# The admin shows every time with its zone (iop_site/formats).
+FORMAT_MODULE_PATH = ["iop_site.formats"]
 
+# Static files (the admin's CSS and JS) are the code's, not an Edge's: collected once per
+# checkout (`make setup`), compressed and with hashed names, shared by every var dir, served by
+# WhiteNoise on the public listener. IOP_STATIC_ROOT moves them where the checkout is read-only.
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(env.str("IOP_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 # One Edge process owns dispatch, so no channel layer is needed (DESIGN §9 for scaling out).
 CHANNEL_LAYERS: dict[str, dict] = {}

@@ -26,26 +26,34 @@ from django.db import transaction
 
 from edge.config import EdgeConfig
 from edge.config.canonical import node_canonical
+from edge.config.schema import Node
 from edge.memory import collection_paused, freeze_long_lived
+from edge.metrics import METRICS
 from edge.mirror import import_config
 from edge.models import ConfigRevision
 from edge.runtime import EdgeRuntime, PreparedConfig
 from nodes import wire
-from nodes.sessions import PendingAck
+from nodes.sessions import NodeSession, PendingAck
 from refresh.models import RefreshRecord
 from refresh.plan import Mode, NodePush, Plan, RefreshResult, new_refresh_id, plan_refresh
 
 log = logging.getLogger(__name__)
 
+# Config pushes written back to back before requests get the loop again (about 0.1 ms each).
+PUSH_BATCH = 50
+
 
 @dataclass(frozen=True, slots=True)
 class _Requester:
-    """Who asked for a refresh, as its record keeps it."""
+    """Who asked for a refresh and why, as its record keeps it."""
 
     requested_by: str
     user_id: int | None
     request_id: str
     applied_from: int | None
+    token_name: str
+    os_user: str
+    reason: str
 
 
 async def run_refresh(
@@ -59,9 +67,20 @@ async def run_refresh(
     user_id: int | None = None,
     request_id: str = "",
     applied_from: int | None = None,
+    token_name: str = "",
+    os_user: str = "",
+    reason: str = "",
 ) -> RefreshResult:
-    """Dry-run or apply a candidate config (the config file when ``config_yaml`` is None)."""
-    requester = _Requester(requested_by, user_id, request_id, applied_from)
+    """Dry-run or apply a candidate config (the config file when ``config_yaml`` is None).
+
+    An apply pinned to both revisions without ``applied_from`` (the line a CLI dry run prints)
+    carries out the latest ``ok`` dry run of that pair: its record links to it.
+    """
+    if mode == "apply" and applied_from is None and base_revision and candidate_revision:
+        applied_from = await _reviewed_dry_run(base_revision, candidate_revision)
+    requester = _Requester(
+        requested_by, user_id, request_id, applied_from, token_name, os_user, reason
+    )
     async with _RefreshTurn(runtime.refresh_lock) as turn:
         (plan, prepared), config_yaml = await _plan(
             runtime, turn, mode, config_yaml, base_revision, candidate_revision
@@ -71,6 +90,7 @@ async def run_refresh(
         else:
             await _record(plan.result, config_yaml, requester)
         result = plan.result
+        METRICS.count_refresh(mode, result.status)
         log.info(
             "refresh %s (%s) by %s: %s, %d changes",
             result.refresh_id,
@@ -304,28 +324,37 @@ async def _push(
 ) -> list[NodePush]:
     """Send each reconfigured Node its new config, then collect the acks concurrently.
 
-    Called right after the swap: the frames are written back to back, before any other coroutine
-    runs (sending to a session does not suspend). A session's frames arrive in order and a Node
-    applies `config.refresh` before it reads its next frame, so every run routed by the old
-    snapshot reaches a Node ahead of its new config and every run routed by the new one after it.
+    Called right after the swap. Each session holds its push before any other coroutine runs
+    (``hold_config``): a session's frames arrive in order and a Node applies `config.refresh`
+    before it reads its next frame, so every run routed by the old snapshot reaches a Node ahead
+    of its new config and every run routed by the new one after it. The pushes are then written
+    PUSH_BATCH at a time, with requests served in between.
     """
     pushes: dict[str, NodePush] = {}
-    waiting = []
+    held: list[tuple[NodeSession, PendingAck, NodePush]] = []
     for node_id in node_ids:
         session, node = runtime.nodes.get(node_id), candidate.node(node_id)
         pushes[node_id] = {"node": node_id, "status": "not_connected", "error": None}
         if session is None or session.closed or node is None:
             continue
         ack = session.expect_ack(refresh_id)
+        session.hold_config(functools.partial(_config_push, refresh_id, candidate.revision, node))
+        held.append((session, ack, pushes[node_id]))
+    waiting = []
+    for index, (session, ack, push) in enumerate(held):
+        if index and index % PUSH_BATCH == 0:
+            await asyncio.sleep(0)
         try:
-            await session.send(
-                wire.config_refresh(refresh_id, candidate.revision, node_canonical(node))
-            )
+            await session.send_held_config()
         except ConnectionError:
             continue
-        waiting.append(_await_ack(ack, pushes[node_id]))
+        waiting.append(_await_ack(ack, push))
     await asyncio.gather(*waiting)
     return list(pushes.values())
+
+
+def _config_push(refresh_id: str, revision: str, node: Node) -> wire.Frame:
+    return wire.config_refresh(refresh_id, revision, node_canonical(node))
 
 
 async def _await_ack(ack: PendingAck, push: NodePush) -> None:
@@ -343,20 +372,31 @@ async def _await_ack(ack: PendingAck, push: NodePush) -> None:
         push["error"] = frame.get("error")
 
 
+@database_sync_to_async
+def _reviewed_dry_run(base_revision: str, candidate_revision: str) -> int | None:
+    return (
+        RefreshRecord.objects.filter(
+            mode="dry_run",
+            status="ok",
+            base_revision=base_revision,
+            candidate_revision=candidate_revision,
+        )
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
 def _new_record(result: RefreshResult, config_yaml: str, requester: _Requester) -> RefreshRecord:
     """The record of ``result`` as it stands now, not saved yet."""
-    return RefreshRecord(
-        refresh_id=result.refresh_id,
+    return RefreshRecord.of(
+        result,
+        config_yaml,
         request_id=requester.request_id,
-        mode=result.mode,
-        status=result.status,
-        base_revision=result.base_revision,
-        candidate_revision=result.candidate_revision or "",
-        # An invalid candidate may hold the very credential the validator refused (DESIGN §8).
-        candidate_yaml="" if result.status == "invalid" else config_yaml,
-        result=result.to_dict(),
         requested_by=requester.requested_by,
         user_id=requester.user_id,
+        token_name=requester.token_name,
+        os_user=requester.os_user,
+        reason=requester.reason,
         applied_from_id=requester.applied_from,
     )
 

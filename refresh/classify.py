@@ -9,6 +9,7 @@ review and the CLI share it and its tests need no Django.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -156,11 +157,12 @@ def format_change(change: Change) -> str:
     else:
         sign = "!" if change.apply == "restart" else "~"
     how = "live" if change.apply == "live" else "restart required"
-    if change.op == "changed":
-        return (
-            f"{sign} {change.path}: {render_value(change.old)} → {render_value(change.new)} ({how})"
-        )
-    return f"{sign} {change.path} ({how})"
+    if change.op != "changed":
+        return f"{sign} {change.path} ({how})"
+    delta = list_delta(change.old, change.new)
+    if delta is not None:
+        return f"{sign} {change.path}: {delta.text()} ({how})"
+    return f"{sign} {change.path}: {render_value(change.old)} → {render_value(change.new)} ({how})"
 
 
 def format_summary(changes: Sequence[Change]) -> str:
@@ -228,6 +230,45 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return [_plain(item) for item in value]
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class ListDelta:
+    """How a list value changed: the items added and removed (as many times as they were),
+    or, when neither, only the order."""
+
+    added: list[Any]
+    removed: list[Any]
+
+    def text(self) -> str:
+        parts = [
+            f"{word} {', '.join(map(render_value, items))}"
+            for word, items in (("added", self.added), ("removed", self.removed))
+            if items
+        ]
+        return "; ".join(parts) or "reordered"
+
+
+def list_delta(old: Any, new: Any) -> ListDelta | None:
+    """The delta of two lists, items compared as the revision sees them; None unless both are
+    lists."""
+    if not (isinstance(old, list) and isinstance(new, list)):
+        return None
+    unmatched = Counter(canonical_json(item) for item in old)
+    added = []
+    for item in new:
+        key = canonical_json(item)
+        if unmatched[key]:
+            unmatched[key] -= 1
+        else:
+            added.append(item)
+    removed = []
+    for item in old:
+        key = canonical_json(item)
+        if unmatched[key]:
+            unmatched[key] -= 1
+            removed.append(item)
+    return ListDelta(added, removed)
 
 
 def render_value(value: Any) -> str:

@@ -16,6 +16,8 @@ from edge.memory import collection_paused
 from refresh.classify import Classification, classify
 
 Mode = Literal["dry_run", "apply"]
+# A record's mode: also `start`, an Edge started with a config other than the one that ran.
+RecordMode = Literal["dry_run", "apply", "start"]
 Status = Literal["no_change", "ok", "applied", "restart_required", "invalid", "stale"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 # A refresh that went through (or, as a dry run, would); every other status is a refusal that
@@ -35,7 +37,7 @@ class NodePush(TypedDict):
 @dataclass
 class RefreshResult:
     refresh_id: str
-    mode: Mode
+    mode: RecordMode
     status: Status
     base_revision: str
     candidate_revision: str | None = None

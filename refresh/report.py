@@ -56,6 +56,11 @@ def outcome(result: Mapping[str, Any]) -> str:
     live = sum(change.apply == "live" for change in changes)
     restart = len(changes) - live
     errors = result.get("errors", [])
+    if result.get("mode") == "start":
+        return (
+            f"Started with {short_revision(result.get('candidate_revision'))}: "
+            f"{_count(len(changes), 'change')} since {short_revision(result['base_revision'])}."
+        )
     if status == "no_change":
         return f"No change: the Edge already runs {short_revision(result['base_revision'])}."
     if status == "ok":

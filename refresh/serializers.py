@@ -10,6 +10,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from edge.config.yaml_source import MAX_CONFIG_BYTES
 from refresh.classify import Apply, Op
+from refresh.models import MAX_REASON_CHARS
 from refresh.plan import STATUSES, Mode, PushStatus
 
 
@@ -37,6 +38,17 @@ class ConfigTextField(serializers.CharField):
         ]
 
 
+class StrictTextField(serializers.CharField):
+    """Text that must arrive as a JSON string: DRF's CharField would take 5 or true as "5"."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class RefreshRequestSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=get_args(Mode))
     config_yaml = ConfigTextField(
@@ -54,6 +66,12 @@ class RefreshRequestSerializer(serializers.Serializer):
         r"^sha256:[0-9a-f]{64}$",
         required=False,
         help_text="The candidate revision that was reviewed; a different candidate is `stale`.",
+    )
+    reason = StrictTextField(
+        required=False,
+        allow_blank=True,
+        max_length=MAX_REASON_CHARS,
+        help_text="Why: stored on the refresh record and shown with it.",
     )
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from edge.operator_api.base import OperatorAPIView
 from edge.runtime import get_runtime
 from refresh.actions import run_refresh
+from refresh.actor import MAX_OS_USER_CHARS, OS_USER_HEADER, by_token, is_os_user
 from refresh.plan import STATUSES, SUCCESSES, Status
 from refresh.serializers import RefreshRequestSerializer, RefreshResultSerializer
 
@@ -18,6 +20,21 @@ REFUSAL_CODES: dict[Status, int] = {"restart_required": 409, "stale": 412, "inva
 STATUS_CODES = {
     status: 200 if status in SUCCESSES else REFUSAL_CODES[status] for status in STATUSES
 }
+
+
+def reported_os_user(request: Request) -> str:
+    """The OS user the CLI reports in `X-Operator-User`; a malformed one is a 400, no record."""
+    os_user = request.headers.get(OS_USER_HEADER, "")
+    if os_user and not is_os_user(os_user):
+        raise ValidationError(
+            {
+                OS_USER_HEADER: [
+                    f"Must be 1-{MAX_OS_USER_CHARS} printable ASCII characters, "
+                    "without spaces at either end."
+                ]
+            }
+        )
+    return os_user
 
 
 class RefreshView(OperatorAPIView):
@@ -32,6 +49,8 @@ class RefreshView(OperatorAPIView):
         body = RefreshRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        os_user = reported_os_user(request)
+        token_name = str(request.auth)
         # The candidate leaves the request's objects: DRF's request, view and serializer refer
         # to one another, and a refresh freezes what is alive (edge.memory), so a config left in
         # them would stay in memory after the request ends. Here it goes with this frame.
@@ -43,7 +62,10 @@ class RefreshView(OperatorAPIView):
             config_yaml=config_yaml,
             base_revision=data.get("base_revision"),
             candidate_revision=data.get("candidate_revision"),
-            requested_by=f"loopback {request.META.get('REMOTE_ADDR')}",
+            requested_by=by_token(token_name, os_user, str(request.META.get("REMOTE_ADDR"))),
             request_id=request.headers.get("X-Request-Id", "")[:64],
+            token_name=token_name,
+            os_user=os_user,
+            reason=data.get("reason", ""),
         )
         return Response(result.to_dict(), status=STATUS_CODES[result.status])

@@ -11,17 +11,24 @@ ROOT = Path(__file__).resolve().parent.parent
 DJANGO_STACK = ("django", "channels", "rest_framework", "daphne")
 
 # Packages whose every module is core, and single core modules beside the Django shell.
-CORE_PACKAGES = ("edge.config", "edge.dispatch", "nodes.wire", "nodes.agent")
+CORE_PACKAGES = ("edge.config", "edge.dispatch", "edge.metrics", "nodes.wire", "nodes.agent")
 CORE_MODULES = (
+    "edge.dashboard.data",
     "edge.runtime",
     "edge.runs",
     "edge.usage",
+    "edge.usage_rollup",
+    "edge.usage_scope",
+    "edge.usage_tables",
     "edge.tokens",
     "edge.memory",
     "nodes.sessions",
     "nodes.log_limit",
     "nodes.ack_log",
+    "refresh.actor",
     "refresh.classify",
+    "refresh.outcome",
+    "refresh.paths",
     "refresh.plan",
     "refresh.report",
 )

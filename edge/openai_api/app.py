@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from edge.config.schema import PrincipalToken
+from edge.metrics import METRICS
 from edge.openai_api.chat import chat
 from edge.openai_api.errors import APIError
 from edge.openai_api.exchange import Exchange, Receive
@@ -76,6 +77,7 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         if exchange.usage is not None:
             exchange.usage.total_ms = (time.monotonic() - exchange.started) * 1000
             runtime.usage.record(exchange.usage)
+            METRICS.record_request(exchange.usage, exchange.first_token_s(), runtime.models)
 
 
 class _Answer:

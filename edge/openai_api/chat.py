@@ -197,6 +197,7 @@ async def _stream(
         async for batch in run.delta_batches():
             if not started:
                 # Held back until the first token: a run failing before it gets a real status.
+                exchange.first_token_at = time.monotonic()
                 start = SSE_HEADERS + exchange.headers
                 await send({"type": "http.response.start", "status": 200, "headers": start})
                 started = True

@@ -16,7 +16,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 class Exchange:
     """One request: its id, caller, the headers every answer carries and what to meter."""
 
-    __slots__ = ("headers", "principal", "request_id", "started", "usage")
+    __slots__ = ("first_token_at", "headers", "principal", "request_id", "started", "usage")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -24,3 +24,8 @@ class Exchange:
         self.headers: Headers = [(b"x-request-id", request_id.encode())]
         self.principal: PrincipalToken | None = None
         self.usage: Usage | None = None  # metered from the model lookup on
+        self.first_token_at: float | None = None  # a stream's first chunk sent (monotonic)
+
+    def first_token_s(self) -> float | None:
+        """A stream's time to its first chunk; None when nothing was streamed."""
+        return None if self.first_token_at is None else self.first_token_at - self.started

@@ -6,12 +6,14 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from edge.operator_api.base import OperatorAPIView
+from edge.operator_api.metrics import MetricsView
 from edge.operator_api.status import StatusView
 from refresh.views import RefreshView
 
 urlpatterns = [
     path("refresh", RefreshView.as_view(), name="refresh"),
     path("status", StatusView.as_view(), name="status"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path(
         "api/schema/",
         SpectacularAPIView.as_view(

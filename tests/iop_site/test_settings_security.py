@@ -220,3 +220,26 @@ def test_an_operator_can_silence_the_tls_warning(tmp_path) -> None:
 
 def test_debug_on_does_not_warn(tmp_path) -> None:
     assert "edge.W001" not in django_check(tmp_path, SECRET_KEY="k", DEBUG="true").stderr
+
+
+def test_static_files_never_collected_warn_before_the_admin_fails(tmp_path) -> None:
+    result = django_check(tmp_path, SECRET_KEY="k", IOP_STATIC_ROOT=str(tmp_path / "static"))
+
+    assert result.returncode == 0
+    assert "edge.W002" in result.stderr and "collectstatic" in result.stderr
+
+
+def test_collected_static_files_do_not_warn(tmp_path) -> None:
+    static = tmp_path / "static"
+    collected = run(
+        tmp_path,
+        ["manage.py", "collectstatic", "--noinput", "-v0"],
+        SECRET_KEY="k",
+        IOP_STATIC_ROOT=str(static),
+    )
+    assert collected.returncode == 0, collected.stderr
+
+    assert (
+        "edge.W002"
+        not in django_check(tmp_path, SECRET_KEY="k", IOP_STATIC_ROOT=str(static)).stderr
+    )

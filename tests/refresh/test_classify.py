@@ -23,7 +23,7 @@ from edge.config.schema import (
     QueueDefaults,
 )
 from nodes.wire import AdapterSpec
-from refresh.classify import Change, classify, format_change, format_summary
+from refresh.classify import Change, ListDelta, classify, format_change, format_summary, list_delta
 
 HASH_A = "a" * 64
 HASH_B = "b" * 64
@@ -459,7 +459,15 @@ def test_it_pushes_only_to_nodes_whose_own_config_changed() -> None:
         ),
         (
             Change("n[a].providers[p].served_models", "changed", ["a"], ["a", "b"], "live"),
-            '~ n[a].providers[p].served_models: ["a"] → ["a","b"] (live)',
+            "~ n[a].providers[p].served_models: added b (live)",
+        ),
+        (
+            Change("n[a].providers[p].served_models", "changed", ["a", "c"], ["b", "d"], "live"),
+            "~ n[a].providers[p].served_models: added b, d; removed a, c (live)",
+        ),
+        (
+            Change("n[a].adapters[x].headers", "changed", [{"k": 1}], [], "restart"),
+            '! n[a].adapters[x].headers: removed {"k":1} (restart required)',
         ),
         (
             Change("control_plane.url", "changed", None, "x", "restart"),
@@ -608,3 +616,26 @@ def test_it_finds_no_change_exactly_when_revisions_match(data: st.DataObject) ->
     no_change = classify(old, new).changes == []
 
     assert no_change == (revision_of(canonicalized(old)) == revision_of(canonicalized(new)))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "delta"),
+    [
+        (["a"], ["a", "b"], ListDelta(["b"], [])),
+        (["a", "b"], ["b"], ListDelta([], ["a"])),
+        (["a", "a", "b"], ["a", "c"], ListDelta(["c"], ["a", "b"])),
+        (["a", "b"], ["b", "a"], ListDelta([], [])),
+        # Compared as the revision sees them: 1 and 1.0 and true are three values.
+        ([1, {"k": [1]}], [1.0, {"k": [1]}], ListDelta([1.0], [1])),
+        ([], [], ListDelta([], [])),
+        ("a", ["a"], None),
+        (None, [], None),
+    ],
+)
+def test_it_says_what_a_list_gained_and_lost(old, new, delta: ListDelta | None) -> None:
+    assert list_delta(old, new) == delta
+
+
+def test_it_words_a_list_delta() -> None:
+    assert ListDelta(["b", 2], ["a"]).text() == "added b, 2; removed a"
+    assert ListDelta([], []).text() == "reordered"

@@ -10,11 +10,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from nodes.models import Node
+from providers.models import Provider
 from refresh.actions import run_refresh
 from refresh.models import RefreshRecord
 from tests.refresh.refresh_helpers import (
     FakeNodeLink,
     connect_node,
+    edited,
     make_config,
     with_adapter_change,
     with_capacity,
@@ -117,34 +119,85 @@ def test_it_escapes_errors_and_withholds_an_invalid_candidate(admin_client, inst
     assert 'id="refresh-candidate-withheld"' in content
 
 
-def test_it_applies_an_ok_plan_from_the_review_page(admin_client, admin_user, installed_runtime):
+def test_it_applies_an_ok_plan_through_its_confirmation_page(
+    admin_client, admin_user, installed_runtime
+):
     plan = make_record(installed_runtime, with_capacity(make_config(), 8))
     review = admin_client.get(review_url(plan)).content.decode()
-    assert f'<form method="post" action="{apply_url(plan)}">' in review
-    assert "Apply this plan" in review
+    assert f'href="{apply_url(plan)}">Apply this plan…</a>' in review
+    assert "Pending: the Edge still runs this plan&#x27;s base" in review
 
-    response = admin_client.post(apply_url(plan), follow=True)
+    confirmation = admin_client.get(apply_url(plan))
+
+    content = confirmation.content.decode()
+    assert confirmation.status_code == 200
+    assert "Plan: 1 change (1 live, 0 restart required)." in content
+    assert "<code>nodes[node-a].providers[echo-1].capacity</code>" in content
+    assert 'value="Yes, apply this plan"' in content and 'id="refresh-stale-warning"' not in content
+    assert installed_runtime.config.revision == plan.base_revision  # a GET changes nothing
+    assert not RefreshRecord.objects.filter(applied_from=plan).exists()
+
+    response = admin_client.post(apply_url(plan), {"reason": "more room for echo"}, follow=True)
 
     applied = RefreshRecord.objects.get(applied_from=plan)
     assert response.redirect_chain == [(review_url(applied), 302)]
     assert (applied.mode, applied.status) == ("apply", "applied")
     assert applied.requested_by == f"admin {admin_user.username}"
     assert applied.user == admin_user
+    assert applied.reason == "more room for echo"
     assert applied.candidate_yaml == plan.candidate_yaml
     assert installed_runtime.config.revision == plan.candidate_revision
     content = response.content.decode()
     assert "Applied sha256:" in content and "no Node config changed" not in content
     assert "not_connected" in content  # node-a changed but no Node is connected
-    # The plan's page now links to its application.
-    assert applied.refresh_id in admin_client.get(review_url(plan)).content.decode()
+    assert "more room for echo" in content
+    # The plan's page now says it was applied, by which record, and offers no apply.
+    review = admin_client.get(review_url(plan)).content.decode()
+    assert f"Applied by {applied.refresh_id} (admin {admin_user.username}) at " in review
+    assert "Apply this plan" not in review
 
 
-def test_it_refuses_a_stale_plan_with_the_reason(admin_client, installed_runtime):
+def test_it_never_applies_an_applied_plan_again(admin_client, installed_runtime):
     plan = make_record(installed_runtime, with_capacity(make_config(), 8))
-    make_record(installed_runtime, with_capacity(make_config(), 6), mode="apply")
+    admin_client.post(apply_url(plan))
+    count = RefreshRecord.objects.count()
+
+    shown = admin_client.get(apply_url(plan), follow=True)
+    posted = admin_client.post(apply_url(plan), follow=True)
+
+    for response in (shown, posted):
+        assert response.redirect_chain == [(review_url(plan), 302)]
+        assert "This plan was already applied: Applied by rf-" in response.content.decode()
+    assert RefreshRecord.objects.count() == count
+
+
+def test_it_refuses_a_reason_too_long_and_applies_nothing(admin_client, installed_runtime):
+    plan = make_record(installed_runtime, with_capacity(make_config(), 8))
+
+    response = admin_client.post(apply_url(plan), {"reason": "x" * 501})
+
+    assert response.status_code == 200
+    assert "Ensure this value has at most 500 characters (it has 501)." in response.content.decode()
+    assert not RefreshRecord.objects.filter(applied_from=plan).exists()
+    assert installed_runtime.config.revision == plan.base_revision
+
+
+def test_it_warns_of_a_stale_plan_at_the_top_and_refuses_it(admin_client, installed_runtime):
+    plan = make_record(installed_runtime, with_capacity(make_config(), 8))
+    other = make_record(installed_runtime, with_capacity(make_config(), 6), mode="apply")
     running = installed_runtime.config
     review = admin_client.get(review_url(plan)).content.decode()
-    assert f"The Edge now runs {running.revision}" in review
+    assert f"Superseded by {other.refresh_id} (loopback 127.0.0.1) at " in review
+
+    confirmation = admin_client.get(apply_url(plan)).content.decode()
+
+    warning = confirmation.index('id="refresh-stale-warning"')
+    assert warning < confirmation.index('id="refresh-changes"')
+    assert (
+        f"took the Edge from this plan&#x27;s base {plan.base_revision} to {running.revision}"
+        in confirmation
+    )
+    assert "An apply will be refused as stale: run a new dry run." in confirmation
 
     response = admin_client.post(apply_url(plan), follow=True)
 
@@ -160,11 +213,36 @@ def test_it_applies_only_ok_dry_runs(admin_client, installed_runtime):
     restart = make_record(installed_runtime, with_adapter_change(make_config()))
     count = RefreshRecord.objects.count()
 
-    response = admin_client.post(apply_url(restart), follow=True)
+    posted = admin_client.post(apply_url(restart), follow=True)
+    shown = admin_client.get(apply_url(restart), follow=True)
 
     assert RefreshRecord.objects.count() == count
-    assert "Only a dry run with status ok can be applied" in response.content.decode()
-    assert admin_client.get(apply_url(restart)).status_code == 405
+    for response in (posted, shown):
+        assert "Only a dry run with status ok can be applied" in response.content.decode()
+    assert admin_client.put(apply_url(restart)).status_code == 405
+
+
+def test_it_shows_what_a_list_gained_and_links_each_path_to_its_object(
+    admin_client, installed_runtime
+):
+    def edit(config):
+        config["nodes"][0]["providers"][0]["served_models"] = ["echo-big", "echo-small"]
+        config["nodes"][0]["providers"].append(
+            {"id": "echo-2", "adapter": "echo", "served_models": ["echo-small"], "capacity": 1}
+        )
+
+    record = make_record(installed_runtime, edited(make_config(), edit))
+
+    content = admin_client.get(review_url(record)).content.decode()
+
+    provider = Provider.objects.get(provider_id="echo-1")
+    provider_url = reverse("admin:providers_provider_change", args=[provider.pk])
+    path = "nodes[node-a].providers[echo-1].served_models"
+    assert f'<a href="{provider_url}"><code>{path}</code></a>' in content
+    assert '<span class="refresh-added">+ <code>echo-big</code></span>' in content
+    assert '<code>["echo-big","echo-small"]</code>' not in content  # no whole arrays
+    # An item the plan adds has no mirror row yet: shown, not linked.
+    assert "<td><code>nodes[node-a].providers[echo-2]</code></td>" in content
 
 
 def test_it_needs_staff_and_a_csrf_token_to_apply(admin_user, installed_runtime):
@@ -205,6 +283,7 @@ def test_it_applies_only_for_users_with_the_apply_permission(installed_runtime):
 
     assert "Apply this plan" not in client.get(review_url(record)).content.decode()
     apply_url = reverse("admin:refresh_refreshrecord_apply", args=[record.pk])
+    assert client.get(apply_url).status_code == 403
     assert client.post(apply_url).status_code == 403
     assert installed_runtime.config.revision == record.base_revision
 

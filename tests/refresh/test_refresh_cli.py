@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
+from refresh.actor import current_os_user
 from tests.e2e.harness import (
     ROOT,
     EdgeProcess,
@@ -118,6 +121,38 @@ def test_it_plans_then_applies_a_live_change(running):
     assert status["nodes"]["node-a"]["acked_revision"] == status["revision"]
     assert running.edge.config_path.with_name("edge.yaml.bak").exists()
     running.config = with_capacity(running.config, 8)
+    # The apply's record links to the dry run it carried out, and says who ran the command.
+    dry_run, apply = (record(running, line) for line in (plan.out, applied.out))
+    assert apply["applied_from_id"] == dry_run["id"]
+    for row in (dry_run, apply):
+        assert (row["token_name"], row["os_user"]) == ("operator-token", current_os_user())
+        assert row["requested_by"] == f"{current_os_user()} with operator-token"
+        assert row["request_id"].startswith("cli-")
+
+
+def test_it_sends_a_reason_for_the_record(running):
+    path = running.write_candidate(with_capacity(running.config, 5))
+
+    done = running.refresh("--file", str(path), "--reason", "ticket OPS-7: try five")
+    too_long = running.refresh("--file", str(path), "--reason", "x" * 501)
+
+    assert done.code == 0, done.err
+    assert record(running, done.out)["reason"] == "ticket OPS-7: try five"
+    assert too_long.code == 1
+    assert "answered HTTP 400: reason: Ensure this field has no more than 500 characters." in (
+        too_long.err
+    )
+
+
+def record(running: Running, output: str) -> dict:
+    """The refresh record of the refresh whose output this is, read from the Edge's database."""
+    refresh_id = re.search(r"Refresh (rf-[0-9a-f]+) ", output)[1]
+    with closing(running.edge.db()) as db:
+        db.row_factory = sqlite3.Row
+        row = db.execute(
+            "SELECT * FROM refresh_refreshrecord WHERE refresh_id = ?", (refresh_id,)
+        ).fetchone()
+    return dict(row)
 
 
 def test_it_exits_2_when_a_restart_is_required(running):

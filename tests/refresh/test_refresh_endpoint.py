@@ -61,7 +61,55 @@ def test_it_answers_a_dry_run_with_the_whole_result(operator, installed_runtime)
     assert body["restart_required_paths"] == body["errors"] == body["node_pushes"] == []
     assert body["changes"][0]["path"] == "nodes[node-a].providers[echo-1].capacity"
     record = RefreshRecord.objects.get(refresh_id=body["refresh_id"])
-    assert (record.request_id, record.requested_by) == ("req-42", "loopback 127.0.0.1")
+    assert (record.request_id, record.requested_by) == ("req-42", "operator-token from 127.0.0.1")
+    assert (record.token_name, record.os_user, record.reason) == ("operator-token", "", "")
+
+
+def test_it_records_the_reason_and_the_reported_os_user(operator):
+    response = post(
+        operator,
+        {
+            "mode": "dry_run",
+            "config_yaml": yaml_of(with_capacity(make_config(), 8)),
+            "reason": "  ticket OPS-12: more room  ",
+        },
+        HTTP_X_OPERATOR_USER="alice",
+    )
+
+    assert response.status_code == 200
+    record = RefreshRecord.objects.get(refresh_id=response.json()["refresh_id"])
+    assert record.reason == "ticket OPS-12: more room"
+    assert (record.token_name, record.os_user) == ("operator-token", "alice")
+    assert record.requested_by == "alice with operator-token"
+    assert "reason" not in response.json()  # the result keeps its shape
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        ("x" * 501, "Ensure this field has no more than 500 characters."),
+        (5, "Must be a string."),
+        (True, "Must be a string."),
+        (["why"], "Must be a string."),
+        (None, "This field may not be null."),
+    ],
+)
+def test_it_refuses_a_reason_that_is_too_long_or_not_a_string(operator, reason, message):
+    response = post(operator, {"mode": "dry_run", "reason": reason})
+
+    assert response.status_code == 400
+    assert response.json() == {"reason": [message]}
+    assert not RefreshRecord.objects.exists()
+
+
+@pytest.mark.parametrize("os_user", ["x" * 65, " alice", "al\x01ice", "élise"])
+def test_it_refuses_a_malformed_os_user_header(operator, os_user):
+    response = post(operator, {"mode": "dry_run"}, HTTP_X_OPERATOR_USER=os_user)
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["X-Operator-User"]
+    assert "printable ASCII" in response.json()["X-Operator-User"][0]
+    assert not RefreshRecord.objects.exists()
 
 
 def test_it_applies_the_edges_own_file_without_a_candidate(operator, installed_runtime):

@@ -14,7 +14,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from edge.config import EdgeConfig
 from edge.management.config_file import read_config
-from edge.mirror import import_config
 from edge.operator_api.token import (
     OperatorTokenError,
     operator_token_digest,
@@ -25,6 +24,7 @@ from edge.runtime import EdgeRuntime
 from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
 from nodes import wire
+from refresh.start import import_at_start
 
 log = logging.getLogger("edge.run")
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["config"])
         text, config = read_config(path)
-        report = import_config(config, text, source=f"run_edge {path}")
+        report = import_at_start(config, text, path)  # a changed config leaves a record
         if report.changed:
             self.stdout.write(f"mirror synced to {config.revision} ({len(report.lines())} changes)")
         try:

@@ -21,6 +21,8 @@ from edge.config import ConfigError
 from edge.config.formats import listen_host
 from edge.config.yaml_source import parse_yaml
 from edge.operator_api.token import OperatorTokenError, operator_token_file, read_operator_token
+from refresh.actor import OS_USER_HEADER, current_os_user
+from refresh.models import MAX_REASON_CHARS
 from refresh.plan import SUCCESSES
 from refresh.report import plan_lines
 
@@ -92,6 +94,11 @@ class Command(BaseCommand):
             default=str(operator_token_file()),
             help="the operator token the Edge created (default: IOP_OPERATOR_TOKEN_FILE)",
         )
+        parser.add_argument(
+            "--reason",
+            metavar="TEXT",
+            help=f"why, kept on the refresh record (up to {MAX_REASON_CHARS} characters)",
+        )
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -107,7 +114,7 @@ class Command(BaseCommand):
         body: dict[str, Any] = {"mode": "apply" if options["apply"] else "dry_run"}
         if options["file"]:
             body["config_yaml"] = read_text(Path(options["file"]))
-        for key in ("base_revision", "candidate_revision"):
+        for key in ("base_revision", "candidate_revision", "reason"):
             if options[key]:
                 body[key] = options[key]
         result = post_refresh(url, token, body, as_json=options["json"], stdout=self.stdout)
@@ -163,16 +170,12 @@ def post_refresh(
     url: str, token: str, body: dict[str, Any], *, as_json: bool, stdout: Any
 ) -> dict[str, Any]:
     """The refresh result; any other answer becomes a CommandError (exit 1) naming the URL."""
+    headers = {"Authorization": f"Bearer {token}", "X-Request-Id": f"cli-{uuid.uuid4().hex[:16]}"}
+    os_user = current_os_user()
+    if os_user:
+        headers[OS_USER_HEADER] = os_user  # who ran the command, for the record
     try:
-        response = httpx.post(
-            url,
-            json=body,
-            headers={
-                "Authorization": f"Bearer {token}",
-                "X-Request-Id": f"cli-{uuid.uuid4().hex[:16]}",
-            },
-            timeout=TIMEOUT_S,
-        )
+        response = httpx.post(url, json=body, headers=headers, timeout=TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise CommandError(
             f"cannot reach the Edge at {url}: {exc or type(exc).__name__}. Is it running? "

@@ -1,0 +1,1 @@
+"""The live pool dashboard in the admin: its data (``data``, plain Python) and its views."""
