@@ -57,6 +57,8 @@ class UsageRecord(models.Model):
     token_ref = models.CharField(max_length=63, blank=True)
     alias = models.CharField(max_length=64, blank=True)
     model = models.CharField(max_length=128)
+    # The OpenAI endpoint (`chat.completions`, `completions`, `embeddings`, `responses`).
+    endpoint = models.CharField(max_length=32, default="chat.completions")
     provider = models.CharField(max_length=63, blank=True)
     node = models.CharField(max_length=63, blank=True)
     context_class = models.CharField(max_length=8, blank=True)

@@ -213,6 +213,9 @@ async def open_run(
     estimated_input_tokens: int,
     timeout_s: float,
     on_attempt: Callable[[Lease], None] | None = None,
+    *,
+    endpoint: wire.Endpoint = wire.DEFAULT_ENDPOINT,
+    avoid: frozenset[str] = frozenset(),
 ) -> AsyncIterator[ActiveRun]:
     """Acquire a lease (raising DispatchError), start the run on its Node, await its first event.
 
@@ -222,13 +225,15 @@ async def open_run(
     relay (the stream's last event). The caller iterates ``run.delta_batches()`` inside the
     block; leaving the block ends the run. ``on_attempt`` sees each attempt's lease as it
     starts, so a caller that leaves before the first event still knows where its run was.
+    ``endpoint``: the OpenAI endpoint ``request`` is a body of; ``avoid``: providers no attempt
+    may go to (a follow-up pinned to the provider holding its state leaves out all the others).
     """
-    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt)
+    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt, avoid)
     while True:
         lease = await failover.next_lease()
         serving = False
         try:
-            async with _run_on(runtime, lease, request, failover.deadline) as run:
+            async with _run_on(runtime, lease, request, endpoint, failover.deadline) as run:
                 failover.describe(run)
                 await run.started()
                 serving = True
@@ -246,18 +251,22 @@ async def complete_run(
     estimated_input_tokens: int,
     timeout_s: float,
     on_attempt: Callable[[Lease], None] | None = None,
+    *,
+    endpoint: wire.Endpoint = wire.DEFAULT_ENDPOINT,
+    avoid: frozenset[str] = frozenset(),
 ) -> CompletedRun:
     """Run the request to its end, for a caller that gets nothing before the end.
 
     Nothing reaches the caller before the run completes, so a run failing at any point (not
     only before its first event) may go to another provider, as for ``open_run``. Raises
-    DispatchError (no lease at all) or RunFailed (the last attempt's failure).
+    DispatchError (no lease at all) or RunFailed (the last attempt's failure). ``endpoint`` and
+    ``avoid`` as for ``open_run``.
     """
-    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt)
+    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt, avoid)
     while True:
         lease = await failover.next_lease()
         try:
-            async with _run_on(runtime, lease, request, failover.deadline) as run:
+            async with _run_on(runtime, lease, request, endpoint, failover.deadline) as run:
                 failover.describe(run)
                 chunks = tuple([chunk async for chunk in run.deltas()])
                 return CompletedRun(
@@ -286,8 +295,10 @@ class _Failover:
         estimated_input_tokens: int,
         timeout_s: float,
         on_attempt: Callable[[Lease], None] | None,
+        avoid: frozenset[str],
     ) -> None:
         self._runtime = runtime
+        self._avoid = avoid
         self._model = model
         self._tokens = estimated_input_tokens
         self._on_attempt = on_attempt
@@ -305,7 +316,7 @@ class _Failover:
         other provider, queue full, deadline) raises the last attempt's failure instead: that
         is what went wrong with the request.
         """
-        exclude = frozenset(self._tried)
+        exclude = self._avoid.union(self._tried)
         try:
             lease = await _acquire_current(
                 self._runtime, self._model, self._tokens, self.deadline, exclude
@@ -341,7 +352,11 @@ class _Failover:
 
 @asynccontextmanager
 async def _run_on(
-    runtime: EdgeRuntime, lease: Lease, request: Mapping[str, Any], deadline: float
+    runtime: EdgeRuntime,
+    lease: Lease,
+    request: Mapping[str, Any],
+    endpoint: wire.Endpoint,
+    deadline: float,
 ) -> AsyncIterator[ActiveRun]:
     """One attempt: the run sent to the lease's Node. The lease is released when the block
     ends, after the attempt's outcome went to the provider's passive health."""
@@ -362,6 +377,7 @@ async def _run_on(
             lease.served_model,
             body,
             time.time() + (deadline - loop.time()),
+            endpoint=endpoint,
         )
         try:
             await session.send(frame)

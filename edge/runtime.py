@@ -20,7 +20,13 @@ from edge.config import EdgeConfig
 from edge.config.parse_worker import ParseWorker
 from edge.config.schema import Model, PrincipalToken
 from edge.config.yaml_source import parse_yaml
-from edge.dispatch import EdgeShuttingDown, PoolSnapshot, ProviderPool, snapshot_from_config
+from edge.dispatch import (
+    EdgeShuttingDown,
+    PoolSnapshot,
+    ProviderPool,
+    ResponseRoutes,
+    snapshot_from_config,
+)
 from edge.memory import freeze_long_lived, return_free_memory
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
@@ -108,6 +114,8 @@ class EdgeRuntime:
         self.refresh_lock = asyncio.Lock()  # refreshes are serialized
         self.principals: Mapping[str, PrincipalToken] = _principals(config)
         self.models: Mapping[str, Model] = _models(config)
+        # Which provider served each Responses API response the Edge relayed (affinity).
+        self.response_routes = ResponseRoutes()
         self.drain = Drain()
 
     def prepare(self, config: EdgeConfig) -> PreparedConfig:

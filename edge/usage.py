@@ -23,6 +23,8 @@ class Usage:
     request_id: str
     model: str
     status: str
+    # The OpenAI endpoint: chat.completions, completions, embeddings or responses.
+    endpoint: str = "chat.completions"
     principal_ref: str = ""
     token_ref: str = ""
     alias: str = ""

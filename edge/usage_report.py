@@ -46,6 +46,7 @@ ROWS_CSV_COLUMNS = (
     "token_ref",
     "alias",
     "model",
+    "endpoint",
     "provider",
     "node",
     "context_class",

@@ -1,8 +1,10 @@
 """ASGI entry point: a Channels ProtocolTypeRouter, routing by listener and path.
 
-`/v1/` goes to the lean OpenAI ASGI app, `/ws/node/` to the Node consumer, everything else to
-Django (the admin UI; the operator API `POST /refresh` and `GET /status`), each only on the
-listener that serves it. A websocket to any other path is accepted, then closed with 4404.
+`/v1/` and the OpenAI API's paths without it (`/models`, `/chat/completions`, `/completions`,
+`/embeddings`, `/responses`) go to the lean OpenAI ASGI app, `/ws/node/` to the Node consumer,
+everything else to Django (the admin UI; the operator API `POST /refresh` and `GET /status`),
+each only on the listener that serves it. A websocket to any other path is accepted, then closed
+with 4404.
 """
 
 import os
@@ -16,7 +18,7 @@ django_asgi_app = get_asgi_application()
 # These need Django set up first.
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from edge.openai_api.app import openai_app  # noqa: E402
+from edge.openai_api.app import is_api_path, openai_app  # noqa: E402
 from edge.startup import ensure_runtime  # noqa: E402
 from iop_site.listeners import OPENAI, PUBLIC, listener_of, serves_openai_api  # noqa: E402
 from nodes.consumers import NodeConsumer  # noqa: E402
@@ -32,7 +34,7 @@ CLOSE_NOT_FOUND = 4404
 async def http_router(scope: dict[str, Any], receive: Any, send: Any) -> None:
     ensure_runtime()
     listener = listener_of(scope)
-    if scope["path"].startswith("/v1/"):
+    if is_api_path(scope["path"]):
         if serves_openai_api(listener):
             await openai_app(scope, receive, send)
             return

@@ -31,7 +31,13 @@ _KEYED_LISTS = {
 # A mapping whose keys are identities (provider id -> served name): its entries are items.
 _KEYED_MAPPINGS = frozenset({"models[*].providers"})
 # Sets of strings: compared sorted and reported whole, never element by element.
-_SET_LISTS = frozenset({"nodes[*].providers[*].served_models"})
+_SET_LISTS = frozenset(
+    {
+        "nodes[*].providers[*].served_models",
+        "models[*].endpoints",
+        "openai.cors.allowed_origins",
+    }
+)
 
 # Everything not allowed here needs a restart, so a path nobody thought of is safe by default.
 _LIVE_PATHS = frozenset(
@@ -49,7 +55,10 @@ _LIVE_PATHS = frozenset(
         "nodes[*].providers[*].served_models",
         "models[*]",
         "models[*].providers[*]",
+        "models[*].endpoints",
         "openai.long_context_threshold_tokens",
+        "openai.cors",
+        "openai.cors.allowed_origins",
     }
 )
 _LIVE_PREFIXES = ("queue.", "models[*].generation.", "failover.", "passive_health.")

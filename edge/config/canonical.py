@@ -21,6 +21,7 @@ from edge.config.resilience import (
     resilience_canonical,
 )
 from edge.config.schema import (
+    ALL_ENDPOINTS,
     ControlPlane,
     EdgeSection,
     Failover,
@@ -61,7 +62,7 @@ def node_canonical(node: Node) -> NodePayload:
 
 
 def model_canonical(model: Model) -> dict[str, Any]:
-    return {
+    canonical: dict[str, Any] = {
         "id": model.id,
         "providers": dict(sorted(model.providers.items())),
         "generation": {
@@ -69,6 +70,17 @@ def model_canonical(model: Model) -> dict[str, Any]:
             "max_tokens_limit": model.generation.max_tokens_limit,
         },
     }
+    # Added later: left out at its default (every endpoint), so older configs keep their revision.
+    if model.endpoints != ALL_ENDPOINTS:
+        canonical["endpoints"] = sorted(model.endpoints)
+    return canonical
+
+
+def _openai_extras(openai: OpenAISection) -> dict[str, Any]:
+    """Keys added later, left out at their defaults so older configs keep their revision."""
+    if not openai.cors_allowed_origins:
+        return {}
+    return {"cors": {"allowed_origins": list(openai.cors_allowed_origins)}}
 
 
 def build_canonical(
@@ -106,6 +118,7 @@ def build_canonical(
                 }
                 for t in tokens
             ],
+            **_openai_extras(openai),
         },
         "queue": {"max_queue": queue.max_queue, "queue_timeout_s": queue.queue_timeout_s},
         "nodes": [node_canonical(n) for n in sorted(nodes, key=_by_id)],

@@ -78,5 +78,27 @@ def url_problem(value: str) -> str | None:
     return None
 
 
+def origin_problem(value: str) -> str | None:
+    """Why ``value`` is not a browser origin (``scheme://host[:port]``, or ``*``), or None."""
+    if value == "*":
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError:
+        return "must be an origin such as https://app.example.com, or *"
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or parts.path
+        or parts.query
+        or parts.fragment
+    ):
+        return "must be an origin such as https://app.example.com (no path), or *"
+    return None
+
+
 def normalize_url(value: str) -> str:
     return value.rstrip("/")

@@ -21,9 +21,10 @@ from edge.config.cross_checks import (
     declared_ids,
 )
 from edge.config.errors import ConfigError
-from edge.config.fields import Fields, join, show_number
+from edge.config.fields import Fields, join, show_number, type_name
 from edge.config.resilience import load_failover, load_passive_health
 from edge.config.schema import (
+    ALL_ENDPOINTS,
     ControlPlane,
     EdgeConfig,
     EdgeSection,
@@ -38,6 +39,7 @@ from edge.config.schema import (
 )
 from edge.config.yaml_source import MAX_CONFIG_BYTES, parse_yaml
 from edge.memory import collection_paused
+from nodes.wire.frames import ENDPOINTS
 from nodes.wire.node_config import (
     ADAPTER_KEYS,
     ADAPTER_TYPE_ALIASES,
@@ -65,7 +67,14 @@ TOP_KEYS = (
     "models",
 )
 EDGE_KEYS = ("id", "listen", "admin_listen", "bootstrap_path")
-OPENAI_KEYS = ("listen", "long_context_threshold_tokens", "require_auth", "principal_tokens")
+OPENAI_KEYS = (
+    "listen",
+    "long_context_threshold_tokens",
+    "require_auth",
+    "principal_tokens",
+    "cors",
+)
+CORS_KEYS = ("allowed_origins",)
 TOKEN_KEYS = ("token_ref", "token_hash_sha256", "principal_ref", "alias")
 NODE_KEYS = ("id", "alias", "token_hash_sha256", "concurrency", "adapters", "providers")
 PROVIDER_KEYS = (
@@ -79,7 +88,7 @@ PROVIDER_KEYS = (
     "max_queue",
     "queue_timeout_s",
 )
-MODEL_KEYS = ("id", "providers", "generation")
+MODEL_KEYS = ("id", "providers", "generation", "endpoints")
 GENERATION_KEYS = ("default_max_tokens", "max_tokens_limit")
 
 DEFAULT_LISTEN = "127.0.0.1:8000"
@@ -248,9 +257,27 @@ def _openai(fields: Fields, raw: Any) -> OpenAISection | None:
         token = _principal_token(fields, raw_token, path)
         if token is not None:
             tokens.append(token)
-    if threshold is None or require_auth is None:
+    origins = _cors_origins(fields, optional_section(data, "cors"))
+    if threshold is None or require_auth is None or origins is None:
         return None
-    return OpenAISection(listen, threshold, require_auth, tuple(tokens))
+    return OpenAISection(listen, threshold, require_auth, tuple(tokens), origins)
+
+
+def _cors_origins(fields: Fields, raw: Any) -> tuple[str, ...] | None:
+    data = fields.mapping(raw, "openai.cors", CORS_KEYS)
+    if data is None:
+        return None
+    origins = []
+    for index, origin in enumerate(fields.sequence(data, "allowed_origins", "openai.cors")):
+        path = f"openai.cors.allowed_origins[{index}]"
+        if not isinstance(origin, str):
+            fields.error(path, f"must be a string (got {type_name(origin)})")
+        elif problem := formats.origin_problem(origin):
+            fields.error(path, problem)
+        else:
+            origins.append(origin.lower())
+    check_duplicates(fields, "openai.cors.allowed_origins", origins, "origin")
+    return tuple(sorted(set(origins)))
 
 
 def _principal_token(fields: Fields, raw: Any, path: str) -> PrincipalToken | None:
@@ -476,9 +503,29 @@ def _model(fields: Fields, raw: Any, path: str) -> Model | None:
         else None
     )
     generation = _generation(fields, optional_section(data, "generation"), join(path, "generation"))
-    if model_id is None or routes is None or generation is None:
+    endpoints = _endpoints(fields, data, join(path, "endpoints"))
+    if model_id is None or routes is None or generation is None or endpoints is None:
         return None
-    return Model(model_id, frozen_mapping(routes), generation)
+    return Model(model_id, frozen_mapping(routes), generation, endpoints)
+
+
+def _endpoints(fields: Fields, data: dict, path: str) -> frozenset[str] | None:
+    """``models[].endpoints``: which of the OpenAI endpoints the model serves; all by default."""
+    if data.get("endpoints") is None:
+        return ALL_ENDPOINTS
+    raw = data["endpoints"]
+    if not isinstance(raw, list) or not raw:
+        fields.error(path, f"must be a non-empty list of: {', '.join(ENDPOINTS)}")
+        return None
+    names = []
+    for index, name in enumerate(raw):
+        if name not in ENDPOINTS:
+            shown = repr(name) if isinstance(name, str) else type_name(name)
+            fields.error(f"{path}[{index}]", f"must be one of {', '.join(ENDPOINTS)} (got {shown})")
+            return None
+        names.append(name)
+    check_duplicates(fields, path, names, "endpoint")
+    return frozenset(names)
 
 
 def _routes(fields: Fields, raw: Any, path: str) -> dict[str, str] | None:

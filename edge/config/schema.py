@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from nodes.wire.frames import ENDPOINTS
 from nodes.wire.node_config import AdapterSpec
 
 
@@ -43,6 +44,8 @@ class OpenAISection:
     long_context_threshold_tokens: int
     require_auth: bool
     principal_tokens: tuple[PrincipalToken, ...]
+    # Browser origins answered with CORS headers (`openai.cors.allowed_origins`); "*" = any.
+    cors_allowed_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,10 @@ class Generation:
     max_tokens_limit: int | None
 
 
+# The OpenAI endpoints a model may serve (`models[].endpoints`), spelled as the wire names them.
+ALL_ENDPOINTS: frozenset[str] = frozenset(ENDPOINTS)
+
+
 @dataclass(frozen=True, slots=True)
 class Model:
     """An OpenAI ``model`` key; ``providers`` maps provider id -> served model name."""
@@ -103,6 +110,7 @@ class Model:
     id: str
     providers: Mapping[str, str]
     generation: Generation
+    endpoints: frozenset[str] = ALL_ENDPOINTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from edge.dispatch.affinity import ResponseRoutes
 from edge.dispatch.errors import (
     ContextTooLong,
     DispatchError,
@@ -41,6 +42,7 @@ __all__ = [
     "ProviderStats",
     "QueueFull",
     "QueueTimeout",
+    "ResponseRoutes",
     "estimate_input_tokens",
     "snapshot_from_config",
 ]

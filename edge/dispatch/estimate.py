@@ -14,8 +14,11 @@ What counts:
   its characters, any other part (``image_url``, ``input_audio``, ``file``, …) a flat
   ``TOKENS_PER_NON_TEXT_PART`` — OpenAI's price of a low-detail image; the real cost of media
   depends on the backend and cannot be known from the body.
-- completions ``prompt``: a string, a list of strings, or token ids (a list of ints, or a list
-  of such lists), which count exactly.
+- completions ``prompt`` and embeddings ``input``: a string, a list of strings, or token ids (a
+  list of ints, or a list of such lists), which count exactly.
+- Responses ``instructions`` (a string) and ``input``: a string, or a list of items, each a
+  message whose ``content`` counts as a chat message's does (its ``input_text`` parts as text),
+  or another item (a function call's output, …) whose ``output`` and ``arguments`` count.
 
 Shapes it does not recognise count zero: validating the body is the OpenAI layer's job, and the
 estimate must never fail a request. Replace the estimator by passing a different number to
@@ -31,10 +34,11 @@ CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
 TOKENS_PER_REPLY = 3
 TOKENS_PER_NON_TEXT_PART = 85
+TEXT_PARTS = frozenset({"text", "input_text", "output_text"})  # chat's, and the Responses API's
 
 
 def estimate_input_tokens(body: Mapping[str, Any]) -> int:
-    """Estimated input tokens of a chat or completions request body."""
+    """Estimated input tokens of a chat, completions, embeddings or Responses request body."""
     chars = 0
     tokens = 0
     messages = body.get("messages")
@@ -48,9 +52,11 @@ def estimate_input_tokens(body: Mapping[str, Any]) -> int:
             chars += message_chars + _text_len(message.get("name"))
             chars += _tool_calls_len(message.get("tool_calls"))
             tokens += non_text_parts * TOKENS_PER_NON_TEXT_PART
-    prompt_chars, prompt_tokens = _prompt_size(body.get("prompt"))
-    chars += prompt_chars
-    tokens += prompt_tokens
+    for key in ("prompt", "input"):
+        prompt_chars, prompt_tokens = _prompt_size(body.get(key))
+        chars += prompt_chars
+        tokens += prompt_tokens
+    chars += _text_len(body.get("instructions"))
     return tokens + -(-chars // CHARS_PER_TOKEN)
 
 
@@ -70,7 +76,7 @@ def _content_size(content: object) -> tuple[int, int]:
         if isinstance(part, str):
             chars += len(part)
         elif isinstance(part, Mapping):
-            if part.get("type") == "text":
+            if part.get("type") in TEXT_PARTS:
                 chars += _text_len(part.get("text"))
             else:
                 non_text_parts += 1
@@ -103,4 +109,8 @@ def _prompt_size(prompt: object) -> tuple[int, int]:
             tokens += 1
         elif isinstance(item, list):
             tokens += sum(1 for token in item if isinstance(token, int))
+        elif isinstance(item, Mapping):  # a Responses API input item
+            item_chars, non_text_parts = _content_size(item.get("content"))
+            chars += item_chars + _text_len(item.get("output")) + _text_len(item.get("arguments"))
+            tokens += TOKENS_PER_MESSAGE + non_text_parts * TOKENS_PER_NON_TEXT_PART
     return chars, tokens

@@ -81,6 +81,11 @@ class ProviderPool:
             return None
         return self._admit(group, route.state, route.served, long, 0.0)
 
+    def providers_of(self, model: str) -> frozenset[str]:
+        """The ids of the providers routed for ``model`` now (usable or not); empty if unknown."""
+        group = self._groups.get(model)
+        return frozenset(group.served) if group is not None else NOBODY
+
     async def acquire(
         self, model: str, estimated_input_tokens: int, exclude: frozenset[str] = NOBODY
     ) -> Lease:

@@ -1,8 +1,10 @@
-"""`/v1/models` and `/v1/chat/completions` as a plain ASGI app: route, request id, caller, body.
+"""The OpenAI API as a plain ASGI app: route, request id, CORS, caller, body.
 
-Django's request stack costs about a millisecond per call; this path is the gateway's hot path,
-so it reads headers and body itself and shares the in-memory runtime with the rest of the Edge.
-The chat flow itself is `edge.openai_api.chat`.
+`/v1/models` (and `/v1/models/{id}`), `/v1/chat/completions`, `/v1/completions`,
+`/v1/embeddings` and `/v1/responses`, each also without the `/v1`. Django's request stack costs
+about a millisecond per call; this path is the gateway's hot path, so it reads headers and body
+itself and shares the in-memory runtime with the rest of the Edge. The request flow itself is
+`edge.openai_api.flow`.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ from django.conf import settings
 
 from edge.config.schema import PrincipalToken
 from edge.metrics import METRICS
-from edge.openai_api.chat import chat
+from edge.openai_api.chat import CHAT, COMPLETIONS
+from edge.openai_api.cors import ALLOWED_METHODS, allowed_origin, answer_headers, preflight_headers
+from edge.openai_api.embeddings import EMBEDDINGS
 from edge.openai_api.errors import APIError
 from edge.openai_api.exchange import Exchange, Receive
+from edge.openai_api.flow import Endpoint, serve
 from edge.openai_api.responses import Send, send_error, send_json
+from edge.openai_api.responses_api import RESPONSES
 from edge.runtime import EDGE_DRAINING, EdgeRuntime, get_runtime
 from edge.tokens import bearer_token
 
@@ -34,11 +40,37 @@ INTERNAL_ERROR = "internal_error"
 log = logging.getLogger("edge.openai_api")
 
 
+# POST endpoints by their path under /v1 (also served without the /v1, as LiteLLM does).
+_ENDPOINTS: dict[str, Endpoint] = {
+    "/chat/completions": CHAT,
+    "/completions": COMPLETIONS,
+    "/embeddings": EMBEDDINGS,
+    "/responses": RESPONSES,
+}
+MODELS_PATH = "/models"
+API_PATHS = frozenset({MODELS_PATH, *_ENDPOINTS})
+V1 = "/v1"
+
+
+def is_api_path(path: str) -> bool:
+    """Whether ``path`` is one the OpenAI API serves (with or without its `/v1` prefix)."""
+    path = path.rstrip("/")
+    if path == V1 or path.startswith(V1 + "/"):
+        return True
+    return path in API_PATHS or path.startswith(MODELS_PATH + "/")
+
+
 async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     runtime = get_runtime()
     exchange = Exchange(_incoming_request_id(scope) or os.urandom(12).hex())
-    path, method = scope["path"].rstrip("/"), scope["method"]
+    path, method = _api_path(scope["path"]), scope["method"]
     answer = _Answer(send)
+    origin = allowed_origin(_header(scope, b"origin"), runtime.config.openai.cors_allowed_origins)
+    if method == "OPTIONS" and _known(path):
+        await _preflight(scope, exchange, origin, answer)
+        return
+    if origin is not None:
+        exchange.headers += answer_headers(origin)
     runtime.drain.enter()
     try:
         if runtime.drain.draining:
@@ -48,16 +80,18 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
                 code=EDGE_DRAINING,
                 retry_after=DRAINING_RETRY_AFTER_S,
             )
-        if path == "/v1/chat/completions":
+        endpoint = _ENDPOINTS.get(path)
+        if endpoint is not None:
             if method != "POST":
-                raise APIError(405, "Use POST for /v1/chat/completions.", code="method_not_allowed")
+                raise APIError(405, f"Use POST for {endpoint.path}.", code="method_not_allowed")
             _authenticate(runtime, exchange, scope)
-            await chat(runtime, exchange, await _read_body(scope, receive), receive, answer)
-        elif path == "/v1/models":
+            body = await _read_body(scope, receive)
+            await serve(runtime, exchange, endpoint, body, receive, answer)
+        elif path == MODELS_PATH or path.startswith(MODELS_PATH + "/"):
             if method != "GET":
-                raise APIError(405, "Use GET for /v1/models.", code="method_not_allowed")
+                raise APIError(405, f"Use GET for /v1{path}.", code="method_not_allowed")
             _authenticate(runtime, exchange, scope)
-            await _models(runtime, exchange, answer)
+            await _models(runtime, exchange, path[len(MODELS_PATH) + 1 :], answer)
         else:
             raise APIError(404, f"Unknown endpoint {method} {scope['path']}.", code="not_found")
     except APIError as error:
@@ -78,6 +112,35 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
             exchange.usage.total_ms = (time.monotonic() - exchange.started) * 1000
             runtime.usage.record(exchange.usage)
             METRICS.record_request(exchange.usage, exchange.first_token_s(), runtime.models)
+
+
+def _api_path(path: str) -> str:
+    """The path without its `/v1` prefix and trailing slash: `/v1/models/` -> `/models`."""
+    path = path.rstrip("/")
+    return path[len(V1) :] if path == V1 or path.startswith(V1 + "/") else path
+
+
+def _known(path: str) -> bool:
+    return path in API_PATHS or path.startswith(MODELS_PATH + "/")
+
+
+def _header(scope: dict[str, Any], wanted: bytes) -> bytes | None:
+    for name, value in scope["headers"]:
+        if name == wanted:
+            return bytes(value)
+    return None
+
+
+async def _preflight(
+    scope: dict[str, Any], exchange: Exchange, origin: bytes | None, send: Send
+) -> None:
+    """204 with what the browser may send, when the origin is allowed; a bare 204 otherwise,
+    which the browser reads as a refusal (CORS is off unless origins are configured)."""
+    headers = [*exchange.headers, (b"allow", ALLOWED_METHODS)]
+    if origin is not None:
+        headers += preflight_headers(origin, _header(scope, b"access-control-request-headers"))
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 class _Answer:
@@ -158,11 +221,24 @@ async def _read_body(scope: dict[str, Any], receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _models(runtime: EdgeRuntime, exchange: Exchange, send: Send) -> None:
+async def _models(runtime: EdgeRuntime, exchange: Exchange, model_id: str, send: Send) -> None:
+    """`GET /v1/models`, or `GET /v1/models/{id}` when ``model_id`` is given."""
     created = int(runtime.started_at)
-    data = [
-        {"id": model.id, "object": "model", "created": created, "owned_by": runtime.config.edge.id}
-        for model in runtime.config.models
-    ]
-    body = json.dumps({"object": "list", "data": data}).encode()
-    await send_json(send, 200, body, exchange.headers)
+    owner = runtime.config.edge.id
+    if model_id:
+        if model_id not in runtime.models:
+            raise APIError(
+                404,
+                f"The model '{model_id}' does not exist.",
+                code="model_not_found",
+                param="model",
+            )
+        body = _model_object(model_id, created, owner)
+    else:
+        data = [_model_object(model.id, created, owner) for model in runtime.config.models]
+        body = {"object": "list", "data": data}
+    await send_json(send, 200, json.dumps(body).encode(), exchange.headers)
+
+
+def _model_object(model_id: str, created: int, owner: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": created, "owned_by": owner}

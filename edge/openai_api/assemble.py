@@ -1,4 +1,4 @@
-"""The choices of a chat completion from a run's streamed chunks (a reply that did not stream).
+"""The choices of a completion from a run's streamed chunks (a reply that did not stream).
 
 Used when a run answered a non-streaming request with chunks instead of a whole completion: the
 echo adapter does not, but an upstream may stream whatever it was asked.
@@ -82,6 +82,40 @@ def assemble_choices(
                 raise _malformed("a choice index is not an integer")
             choices.setdefault(index, _Choice(index)).add(raw)
     return [choices[index].build(finish_reason) for index in sorted(choices)]
+
+
+def assemble_texts(
+    chunks: Iterable[dict[str, Any]], finish_reason: str | None
+) -> list[dict[str, Any]]:
+    """The choices of a text_completion from its chunks: each choice's texts joined in order.
+
+    Raises RunFailed for a chunk that is not an OpenAI text_completion chunk.
+    """
+    texts: dict[int, list[str]] = {0: []}
+    finish: dict[int, str] = {}
+    for chunk in chunks:
+        raw_choices = chunk.get("choices")
+        if not isinstance(raw_choices, list):
+            raise _malformed("choices is not a list")
+        for raw in raw_choices:
+            index = raw.get("index", 0) if isinstance(raw, dict) else None
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise _malformed("a choice is not an object with an integer index")
+            text = raw.get("text") or ""
+            if not isinstance(text, str):
+                raise _malformed("a choice's text is not a string")
+            texts.setdefault(index, []).append(text)
+            if raw.get("finish_reason"):
+                finish[index] = raw["finish_reason"]
+    return [
+        {
+            "index": index,
+            "text": "".join(texts[index]),
+            "logprobs": None,
+            "finish_reason": finish.get(index, finish_reason),
+        }
+        for index in sorted(texts)
+    ]
 
 
 def _merge_tool_call(calls: dict[int, dict[str, Any]], call: Any) -> None:

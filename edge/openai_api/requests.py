@@ -1,8 +1,12 @@
-"""Reading a chat completion request: every problem is a 400 naming the field."""
+"""Reading an OpenAI request body: every problem is a 400 naming the field.
+
+Chat completions here; the other endpoints' bodies in ``edge.openai_api.endpoint_requests``.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -22,11 +26,15 @@ _TOO_DEEP = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep.
 
 
 @dataclass(frozen=True, slots=True)
-class ChatRequest:
+class OpenAIRequest:
+    """A checked request body: what the Edge reads of it; ``body`` goes on as sent."""
+
     model: str
     body: dict[str, Any]
     stream: bool
     include_usage: bool
+    # The Responses API's `previous_response_id`, when the request continues a conversation.
+    previous_response_id: str | None = None
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
@@ -62,32 +70,66 @@ def _nested_too_deeply(raw: bytes) -> bool:
     return max(accumulate(map(_STEP.__getitem__, structure)), default=0) > MAX_JSON_DEPTH
 
 
-def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
+def parse_chat_request(body: dict[str, Any]) -> OpenAIRequest:
+    return parse_generating_request(
+        body, lambda checked: _check_messages(checked.get("messages")), MAX_TOKENS_KEYS
+    )
+
+
+def parse_generating_request(
+    body: dict[str, Any],
+    check_input: Callable[[dict[str, Any]], None],
+    max_tokens_keys: tuple[str, ...],
+) -> OpenAIRequest:
+    """A chat or completions body: model, input (``check_input``), stream, `n`, token limits."""
+    model = model_of(body)
+    check_input(body)
+    stream = stream_of(body)
+    include_usage = include_usage_of(body, stream)
+    check_n(body)
+    check_positive_ints(body, max_tokens_keys)
+    return OpenAIRequest(model, body, stream, include_usage)
+
+
+def check_n(body: dict[str, Any]) -> None:
+    n = body.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N):
+        raise invalid(f"'n' must be an integer from 1 to {MAX_N}.", "n")
+
+
+def model_of(body: dict[str, Any]) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("'model' is required and must be a non-empty string.", "model")
     if not _encodable(model):
         raise invalid("'model' must be valid Unicode (it holds a lone surrogate).", "model")
-    _check_messages(body.get("messages"))
+    return model
+
+
+def stream_of(body: dict[str, Any]) -> bool:
     stream = body.get("stream", False)
     if stream is None:
-        stream = False
+        return False
     if not isinstance(stream, bool):
         raise invalid("'stream' must be a boolean.", "stream")
+    return stream
+
+
+def include_usage_of(body: dict[str, Any], stream: bool) -> bool:
+    """Whether a stream's caller asked for the usage chunk (`stream_options.include_usage`)."""
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise invalid("'stream_options' must be an object.", "stream_options")
-    n = body.get("n")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N):
-        raise invalid(f"'n' must be an integer from 1 to {MAX_N}.", "n")
-    for key in MAX_TOKENS_KEYS:
+    return bool(stream and options and options.get("include_usage"))
+
+
+def check_positive_ints(body: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
         value = body.get(key)
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise invalid(f"'{key}' must be a positive integer.", key)
-    include_usage = bool(stream and options and options.get("include_usage"))
-    return ChatRequest(model=model, body=body, stream=stream, include_usage=include_usage)
 
 
 def _encodable(text: str) -> bool:
@@ -127,15 +169,18 @@ def _check_messages(messages: Any) -> None:
                     raise invalid(f"'{path}' must be an object with a 'type'.", path)
 
 
-def apply_generation_policy(body: dict[str, Any], generation: Generation) -> dict[str, Any]:
-    """Fill in the model's default `max_tokens`; refuse a request above the model's limit.
+def apply_generation_policy(
+    body: dict[str, Any], generation: Generation, keys: tuple[str, ...] = MAX_TOKENS_KEYS
+) -> dict[str, Any]:
+    """Fill in the model's default output-token limit; refuse a request above the model's limit.
 
-    The limit holds for whichever of the two names the caller sent (null counts as not sent),
-    so no spelling gets past it. Refused rather than clamped: a silently shortened answer looks
-    like a model problem.
+    ``keys``: the names the endpoint knows for it, the one the default is sent as last (chat's
+    two, completions' `max_tokens`, the Responses API's `max_output_tokens`). The limit holds
+    for whichever of them the caller sent (null counts as not sent), so no spelling gets past
+    it. Refused rather than clamped: a silently shortened answer looks like a model problem.
     """
     limit = generation.max_tokens_limit
-    sent = [(key, body[key]) for key in MAX_TOKENS_KEYS if body.get(key) is not None]
+    sent = [(key, body[key]) for key in keys if body.get(key) is not None]
     for key, requested in sent:
         if limit is not None and requested > limit:
             raise APIError(
@@ -145,5 +190,5 @@ def apply_generation_policy(body: dict[str, Any], generation: Generation) -> dic
                 param=key,
             )
     if not sent and generation.default_max_tokens is not None:
-        return dict(body, max_tokens=generation.default_max_tokens)
+        return {**body, keys[-1]: generation.default_max_tokens}
     return body

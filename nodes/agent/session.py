@@ -323,7 +323,9 @@ async def serve_run(
     try:
         async with (
             asyncio.timeout_at(deadline),
-            contextlib.aclosing(adapter.stream(frame["request"], frame["target"])) as events,
+            contextlib.aclosing(
+                adapter.stream(frame["request"], frame["target"], wire.endpoint_of(frame))
+            ) as events,
         ):
             async for event in events:
                 if isinstance(event, Delta):

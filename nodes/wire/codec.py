@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeGuard, cast
 
 from nodes.wire.frames import (
+    ENDPOINTS,
     FRAME_TYPES,
     MAX_CODE_CHARS,
     MAX_DETAIL_CHARS,
@@ -106,6 +107,10 @@ def _is_object(value: Any) -> bool:
     return type(value) is dict
 
 
+def _is_endpoint(value: Any) -> bool:
+    return type(value) is str and value in ENDPOINTS
+
+
 def _is_http_status(value: Any) -> bool:
     return type(value) is int and 100 <= value <= 599
 
@@ -127,6 +132,7 @@ _KIND: dict[_Check, str] = {
     _is_number: "a finite number",
     _is_bool: "a boolean",
     _is_object: "an object",
+    _is_endpoint: "one of " + ", ".join(repr(e) for e in ENDPOINTS),
 }
 
 # type -> (field, check, what it must be, required)
@@ -168,6 +174,7 @@ _SCHEMA: dict[str, tuple[_Field, ...]] = {
         _field("target", _is_id),
         _field("request", _is_object),
         _field("deadline", _is_number),
+        _field("endpoint", _is_endpoint, required=False),
     ),
     "run.event": (
         _field("run_id", _is_id),

@@ -115,6 +115,13 @@ class ProviderHealth(TypedDict):
     providers: dict[str, ProviderHealthEntry]
 
 
+# The OpenAI endpoint a run is for; ``request`` is that endpoint's body.
+Endpoint = Literal["chat.completions", "completions", "embeddings", "responses"]
+ENDPOINTS: tuple[Endpoint, ...] = ("chat.completions", "completions", "embeddings", "responses")
+# What a run.request without ``endpoint`` (from an Edge older than the field) is for.
+DEFAULT_ENDPOINT: Endpoint = "chat.completions"
+
+
 class RunRequest(TypedDict):
     type: Literal["run.request"]
     run_id: str
@@ -123,6 +130,7 @@ class RunRequest(TypedDict):
     target: str
     request: dict[str, Any]
     deadline: float
+    endpoint: NotRequired[Endpoint]  # absent: DEFAULT_ENDPOINT
 
 
 class Usage(TypedDict):
@@ -157,9 +165,10 @@ class RunEvent(TypedDict):
     type: Literal["run.event"]
     run_id: str
     event: Literal["delta", "response", "done", "error"]
-    # delta: a chat.completion.chunk as the upstream sent it (usage lifted into `done`);
-    # response: a non-streamed chat.completion as the upstream sent it; done: DoneData;
-    # error: ErrorData
+    # delta: one streamed event as the upstream sent it (a chat.completion.chunk or
+    # text_completion chunk, usage lifted into `done`; a Responses API event as is);
+    # response: the whole non-streamed answer as the upstream sent it (a chat.completion,
+    # text_completion, embeddings list or Response object); done: DoneData; error: ErrorData
     data: Mapping[str, Any]
 
 
@@ -273,6 +282,8 @@ def run_request(
     target: str,
     request: dict[str, Any],
     deadline: float,
+    *,
+    endpoint: Endpoint = DEFAULT_ENDPOINT,
 ) -> RunRequest:
     return {
         "type": "run.request",
@@ -282,7 +293,13 @@ def run_request(
         "target": target,
         "request": request,
         "deadline": deadline,
+        "endpoint": endpoint,
     }
+
+
+def endpoint_of(frame: RunRequest) -> Endpoint:
+    """The endpoint a decoded ``run.request`` is for."""
+    return frame.get("endpoint", DEFAULT_ENDPOINT)
 
 
 def run_delta(run_id: str, chunk: dict[str, Any]) -> RunEvent:

@@ -467,7 +467,7 @@ def test_unknown_model_gets_not_found(client):
 
 
 def test_unknown_endpoint_gets_404(stack, http):
-    response = http.post("/embeddings", json={"model": "echo", "input": "x"}, headers=auth(stack))
+    response = http.post("/audio/speech", json={"model": "echo", "input": "x"}, headers=auth(stack))
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
 

@@ -1,14 +1,22 @@
 """A scripted OpenAI-compatible upstream for the end-to-end tests (stdlib only).
 
 Run as ``python -m tests.e2e.upstream_server --port PORT [--no-models]`` from the repository root.
-The served model name in each request picks the behaviour, so one process plays many providers:
+It serves ``POST /v1/chat/completions``, ``/v1/completions`` (``echo: <prompt>``),
+``/v1/embeddings`` (per input, a vector from its length; ``dimensions`` and
+``encoding_format: base64`` honoured) and ``/v1/responses`` (``echo: <last user text>``, streamed
+as OpenAI's event sequence with ``event:`` lines), each streaming and not (embeddings: not) and
+with usage. The served model name in each request picks the behaviour, on every endpoint unless
+said, so one process plays many providers:
 
 - ``status-<code>`` (and ``status-400-context``): that HTTP status with an OpenAI error envelope;
   429 and 503 carry ``Retry-After: 2``.
-- ``big-<N>``: the answer is N bytes of text (streamed in 16 KiB deltas).
+- ``big-<N>``: the answer is N bytes of text (streamed in 16 KiB deltas); embeddings: about N
+  bytes of vectors.
 - ``reasoning``: adds ``reasoning_content`` (message, early deltas) and ``refusal: null``.
-- ``cut-after-done``: content deltas, ``data: [DONE]``, then the connection is cut.
-- ``double-usage``: a stream with two usage chunks.
+- ``cut-after-done``: content deltas, ``data: [DONE]``, then the connection is cut (responses: the
+  whole event sequence, then the cut).
+- ``double-usage``: a stream with two usage chunks (chat, completions).
+- ``stream-error``: responses: an ``error`` event after the first delta, then the stream ends.
 - ``hang`` / ``hang-after-<k>``: never answers / stalls after k deltas, until the client leaves.
 - ``slow-<ms>``: ``ms`` milliseconds between deltas.
 - ``max-tokens-only``: answers ``max_tokens=<max_tokens>``, ignoring ``max_completion_tokens``.
@@ -22,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import select
 import socket
 import threading
@@ -31,7 +38,15 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-BIG_DELTA_BYTES = 16 * 1024
+from tests.e2e.upstream_answers import (
+    ResponsesAnswer,
+    embeddings,
+    pieces,
+    prompt_text,
+    reply_deltas,
+    words,
+)
+
 LOGGED_STRING_CHARS = 200
 CONTEXT_LIMIT_TOKENS = 4096
 FINGERPRINT = "fp_scripted"
@@ -78,29 +93,26 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return max(1, sum(len(_text(m.get("content")).split()) for m in messages))
 
 
-def pieces(text: str) -> list[str]:
-    """The deltas a stream sends for ``text``: one per word, spaces kept."""
-    return re.findall(r"\S+\s*|\s+", text) or [""]
-
-
 class Answer:
-    """What one request is answered with, decided by its served model name."""
+    """What one chat request is answered with, decided by its served model name."""
+
+    id_prefix = "chatcmpl"
+    chunk_object = "chat.completion.chunk"
+
+    def user_text(self) -> str:
+        return last_user_text(self.body)
+
+    def prompt_count(self) -> int:
+        return prompt_tokens(self.body)
 
     def __init__(self, body: dict[str, Any]) -> None:
         self.body = body
         self.model = str(body.get("model", ""))
         self.n = int(body.get("n") or 1)
         self.reasoning = self.model == "reasoning"
-        if self.model.startswith("big-"):
-            size = int(self.model.removeprefix("big-"))
-            text = ("0123456789abcdef" * (size // 16 + 1))[:size]
-            self.deltas = [text[i : i + BIG_DELTA_BYTES] for i in range(0, size, BIG_DELTA_BYTES)]
-        elif self.model == "max-tokens-only":
-            self.deltas = pieces(f"max_tokens={body.get('max_tokens')}")
-        else:
-            self.deltas = pieces(f"echo: {last_user_text(body)}")
-        self.reasoning_deltas = pieces(f"Thinking about {last_user_text(body)}")
-        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self.deltas = reply_deltas(self.model, self.user_text(), body)
+        self.reasoning_deltas = pieces(f"Thinking about {self.user_text()}")
+        self.id = f"{self.id_prefix}-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
 
     @property
@@ -110,7 +122,7 @@ class Answer:
     def usage(self) -> dict[str, Any]:
         reasoning = len(self.reasoning_deltas) * self.n if self.reasoning else 0
         completion = len(self.deltas) * self.n + reasoning
-        prompt = prompt_tokens(self.body)
+        prompt = self.prompt_count()
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -144,6 +156,9 @@ class Answer:
             "service_tier": SERVICE_TIER,
         }
 
+    def whole(self) -> dict[str, Any]:
+        return self.completion()
+
     def completion(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.reasoning:
@@ -161,7 +176,7 @@ class Answer:
         return {**self._envelope("chat.completion"), "choices": choices, "usage": self.usage()}
 
     def chunk(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
-        chunk: dict[str, Any] = {**self._envelope("chat.completion.chunk"), "choices": choices}
+        chunk: dict[str, Any] = {**self._envelope(self.chunk_object), "choices": choices}
         if usage is not None:
             chunk["usage"] = usage
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
@@ -176,11 +191,11 @@ class Answer:
                 choice["logprobs"] = self.logprobs(delta["content"])
         return self.chunk(choices)
 
-    def opening(self) -> bytes:
+    def opening(self) -> list[bytes]:
         first: dict[str, Any] = {"role": "assistant", "content": ""}
         if self.reasoning:
             first["refusal"] = None
-        return self.delta(first)
+        return [self.delta(first)]
 
     def body_events(self) -> list[bytes]:
         """The content events of a stream: reasoning deltas first, then the content deltas."""
@@ -189,11 +204,60 @@ class Answer:
             events += [self.delta({"reasoning_content": r}) for r in self.reasoning_deltas]
         return events + [self.delta({"content": d}) for d in self.deltas]
 
-    def closing(self, usage_chunks: int) -> list[bytes]:
-        return [self.delta({}, "stop")] + [self.chunk([], self.usage())] * usage_chunks
+    def text_event(self, text: str) -> bytes:
+        return self.delta({"content": text})
+
+    def closing(self, usage_chunks: int, cut: bool) -> list[bytes]:
+        """The end of a stream: closing chunk, usage chunks, ``[DONE]`` (only that when ``cut``)."""
+        if cut:
+            return [DONE]
+        return [self.delta({}, "stop"), *[self.chunk([], self.usage())] * usage_chunks, DONE]
+
+
+class CompletionAnswer(Answer):
+    """A completions answer: ``echo: <prompt>``, choices with ``text`` (``text_completion``)."""
+
+    id_prefix = "cmpl"
+    chunk_object = "text_completion"
+
+    def user_text(self) -> str:
+        prompt = self.body.get("prompt")
+        return prompt_text(
+            prompt[0]
+            if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int)
+            else prompt
+        )
+
+    def prompt_count(self) -> int:
+        return words(self.user_text())
+
+    def completion(self) -> dict[str, Any]:
+        choices = [
+            {"text": self.content, "index": i, "logprobs": None, "finish_reason": "stop"}
+            for i in range(self.n)
+        ]
+        return {**self._envelope("text_completion"), "choices": choices, "usage": self.usage()}
+
+    def delta(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        text = delta.get("content", "")
+        choices = [
+            {"text": text, "index": i, "logprobs": None, "finish_reason": finish_reason}
+            for i in range(self.n)
+        ]
+        return self.chunk(choices)
+
+    def opening(self) -> list[bytes]:
+        return []
 
 
 DONE = b"data: [DONE]\n\n"
+# The POST paths under /v1 and what answers each (embeddings: a function, never streamed).
+ENDPOINTS: dict[str, Any] = {
+    "chat/completions": lambda body, model: Answer(body),
+    "completions": lambda body, model: CompletionAnswer(body),
+    "embeddings": None,
+    "responses": ResponsesAnswer,
+}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -284,12 +348,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         model = body.get("model") if isinstance(body, dict) else None
         self._log(model, body)
-        if self.path.rstrip("/") != "/v1/chat/completions" or not isinstance(body, dict):
+        endpoint = self.path.rstrip("/").removeprefix("/v1/")
+        if endpoint not in ENDPOINTS or not isinstance(body, dict):
             self._error(404, f"Unknown endpoint POST {self.path}.", "not_found")
             return
-        self._chat(body, str(model or ""))
+        self._answer(endpoint, body, str(model or ""))
 
-    def _chat(self, body: dict[str, Any], model: str) -> None:
+    def _answer(self, endpoint: str, body: dict[str, Any], model: str) -> None:
         if model == "status-400-context":
             message = (
                 f"This model's maximum context length is {CONTEXT_LIMIT_TOKENS} tokens. However, "
@@ -305,37 +370,47 @@ class Handler(BaseHTTPRequestHandler):
         if model == "hang":
             self._wait_for_client_to_leave()
             return
-        answer = Answer(body)
+        if endpoint == "embeddings":
+            self._send_json(200, embeddings(body, model))
+            return
+        answer = ENDPOINTS[endpoint](body, model)
         delay = int(model.removeprefix("slow-")) / 1000 if model.startswith("slow-") else 0.0
         if not body.get("stream"):
             time.sleep(delay * len(answer.deltas))
-            self._send_json(200, answer.completion())
+            self._send_json(200, answer.whole())
             return
         self._stream(answer, model, delay)
 
-    def _stream(self, answer: Answer, model: str, delay: float) -> None:
+    def _stream(self, answer: Any, model: str, delay: float) -> None:
         include_usage = bool((answer.body.get("stream_options") or {}).get("include_usage"))
         self._start_stream()
-        self._write_chunk(answer.opening())
+        for event in answer.opening():
+            self._write_chunk(event)
         if model.startswith("hang-after-"):
             count = int(model.removeprefix("hang-after-"))
             for i in range(count):
-                self._write_chunk(answer.delta({"content": f"tok{i} "}))
+                self._write_chunk(answer.text_event(f"tok{i} "))
             self._wait_for_client_to_leave()
             return
-        for event in answer.body_events():
+        events = answer.body_events()
+        erroring = model == "stream-error" and isinstance(answer, ResponsesAnswer)
+        if erroring:
+            events = [*events[:1], answer.error_event()]
+        for event in events:
             if delay:
                 time.sleep(delay)
             self._write_chunk(event)
-        if model == "cut-after-done":
-            self._write_chunk(DONE)
+        if erroring:
+            self._end_stream()
+            return
+        usage_chunks = 2 if model == "double-usage" else int(include_usage)
+        cut = model == "cut-after-done"
+        for event in answer.closing(usage_chunks, cut):
+            self._write_chunk(event)
+        if cut:
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        usage_chunks = 2 if model == "double-usage" else int(include_usage)
-        for event in answer.closing(usage_chunks):
-            self._write_chunk(event)
-        self._write_chunk(DONE)
         self._end_stream()
 
 

@@ -16,14 +16,16 @@ CHARS_PER_TOKEN = 4
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """One OpenAI ``chat.completion.chunk`` as the upstream sent it, less its ``usage``."""
+    """One streamed event as the upstream sent it: a ``chat.completion.chunk`` or
+    ``text_completion`` chunk less its ``usage``, or a Responses API event as is."""
 
     chunk: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """A whole non-streamed ``chat.completion``, as the upstream sent it."""
+    """A whole non-streamed answer as the upstream sent it: a ``chat.completion``,
+    ``text_completion``, embeddings ``list`` or ``response``."""
 
     completion: dict[str, Any]
 
@@ -48,8 +50,11 @@ class Adapter(Protocol):
     # Seconds between health probes; None probes once (the answer cannot change).
     probe_interval_s: float | None
 
-    def stream(self, request: dict[str, Any], target: str) -> AsyncGenerator[AdapterEvent, None]:
-        """Yield ``Delta``s or one ``Response``, then one ``Done``; or raise ``AdapterError``.
+    def stream(
+        self, request: dict[str, Any], target: str, endpoint: wire.Endpoint
+    ) -> AsyncGenerator[AdapterEvent, None]:
+        """Answer ``request``, a body for ``endpoint``: yield ``Delta``s or one ``Response``,
+        then one ``Done``; or raise ``AdapterError``.
 
         Cancelling the consuming task must release upstream resources (close the response).
         """
@@ -90,16 +95,20 @@ def make_usage(prompt_tokens: int, completion_tokens: int) -> wire.Usage:
     }
 
 
+def positive_int(request: dict[str, Any], key: str) -> int | None:
+    """``request[key]`` when a positive integer; None when absent or null; else ``bad_request``."""
+    value = request.get(key)
+    if value is None:
+        return None
+    if type(value) is not int or value < 1:
+        raise AdapterError(wire.ERROR_BAD_REQUEST, f"{key} must be a positive integer")
+    return value
+
+
 def requested_max_tokens(request: dict[str, Any]) -> int | None:
     """``max_completion_tokens`` (current OpenAI name) or ``max_tokens``; None when unset.
 
     A null counts as unset, so ``{"max_completion_tokens": null, "max_tokens": 5}`` is 5.
     """
-    value = request.get("max_completion_tokens")
-    if value is None:
-        value = request.get("max_tokens")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise AdapterError(wire.ERROR_BAD_REQUEST, "max_tokens must be a positive integer")
-    return value
+    key = "max_tokens" if request.get("max_completion_tokens") is None else "max_completion_tokens"
+    return positive_int(request, key)

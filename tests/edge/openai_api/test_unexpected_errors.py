@@ -45,7 +45,7 @@ async def test_an_unexpected_exception_is_a_500_envelope_and_logged(
     async def broken(*args: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(app_module, "chat", broken)
+    monkeypatch.setattr(app_module, "serve", broken)
     with caplog.at_level(logging.ERROR, logger="edge.openai_api"):
         status, headers, body = await post_chat(b"{}")
 
@@ -61,11 +61,12 @@ async def test_an_unexpected_exception_is_a_500_envelope_and_logged(
 async def test_an_exception_after_the_answer_started_is_not_answered_twice(
     runtime: EdgeRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def half(runtime: Any, exchange: Any, body: Any, receive: Any, send: Any) -> None:
+    async def half(*args: Any) -> None:
+        send = args[-1]
         await send({"type": "http.response.start", "status": 200, "headers": []})
         raise RuntimeError("a bug mid-stream")
 
-    monkeypatch.setattr(app_module, "chat", half)
+    monkeypatch.setattr(app_module, "serve", half)
 
     with pytest.raises(RuntimeError):
         await post_chat(b"{}")

@@ -150,7 +150,9 @@ class GatedAdapter:
         self.cleaned_up = asyncio.Event()
         self.closed = asyncio.Event()
 
-    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[Any]:
+    async def stream(
+        self, request: dict[str, Any], target: str, endpoint: str
+    ) -> AsyncIterator[Any]:
         try:
             yield Delta({"object": "chat.completion.chunk", "model": target, "choices": []})
             await self.release.wait()

@@ -20,7 +20,9 @@ class ScriptedAdapter:
         self.probe_interval_s = interval_s
         self._answers = answers
 
-    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[Any]:
+    async def stream(
+        self, request: dict[str, Any], target: str, endpoint: str
+    ) -> AsyncIterator[Any]:
         yield  # not used here
 
     async def probe(self) -> tuple[bool, str]:

@@ -16,7 +16,7 @@ class RecordingAdapter:
         self.id = spec.id
         self.closed = False
 
-    async def stream(self, request: dict[str, Any], target: str) -> Any:
+    async def stream(self, request: dict[str, Any], target: str, endpoint: str) -> Any:
         yield  # never used here
 
     async def probe(self) -> tuple[bool, str]:

@@ -98,7 +98,9 @@ class ClosingAdapter:
     def __init__(self, spec: wire.AdapterSpec) -> None:
         self.id = spec.id
 
-    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[Any]:
+    async def stream(
+        self, request: dict[str, Any], target: str, endpoint: str
+    ) -> AsyncIterator[Any]:
         yield Delta({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
         yield Done({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}, "length", True)
 

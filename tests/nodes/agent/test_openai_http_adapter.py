@@ -12,7 +12,9 @@ import aiohttp
 import pytest
 
 from nodes.agent.adapters import AdapterError, Delta, Done, Response
-from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter, body_lines
+from nodes.agent.adapters import sse as sse_module
+from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
+from nodes.agent.adapters.sse import body_lines
 from nodes.wire import AdapterSpec
 
 Reply = Callable[["FakeUpstream", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -564,3 +566,120 @@ async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewh
         async for line in lines:
             rest.append(line)
     assert rest == [b"\n", b"data: [DONE]\n", b"\n"]
+
+
+async def test_a_chunk_longer_than_aiohttps_default_line_limit_is_relayed(
+    upstream: FakeUpstream,
+) -> None:
+    long = "x" * (300 * 1024)  # aiohttp refuses lines over 128 KiB unless told otherwise
+    upstream.chat_reply = stream_reply(chunk(long), chunk(finish="stop"), "[DONE]")
+    events = await collect(make_adapter(upstream.base_url))
+    assert events[0].chunk["choices"][0]["delta"]["content"] == long
+
+
+async def test_an_event_line_too_long_for_the_wire_fails_the_run_as_output_too_large(
+    upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sse_module, "MAX_EVENT_LINE_BYTES", 1024)
+    upstream.chat_reply = stream_reply(chunk("x" * 2048), chunk(finish="stop"), "[DONE]")
+    with pytest.raises(AdapterError) as caught:
+        await collect(make_adapter(upstream.base_url))
+    assert caught.value.code == "output_too_large"
+    assert caught.value.message == "upstream sent an event line over 1024 bytes"
+
+
+# -- the other endpoints -------------------------------------------------------------------------
+
+RESPONSE = {"id": "resp_1", "object": "response", "status": "completed", "output": []}
+
+
+def response_event(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, **fields}
+
+
+async def run_on(
+    upstream: FakeUpstream, endpoint: str, request: dict[str, Any], target: str = "m"
+) -> list[Any]:
+    adapter = make_adapter(upstream.base_url)
+    try:
+        return [event async for event in adapter.stream(request, target, endpoint)]  # type: ignore[arg-type]
+    finally:
+        await adapter.aclose()
+
+
+async def test_a_response_stream_without_usage_is_estimated(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = stream_reply(
+        response_event("response.created", response={**RESPONSE, "status": "in_progress"}),
+        response_event("response.output_text.delta", delta="Hel"),
+        response_event("response.output_text.delta", delta="lo"),
+        response_event("response.incomplete", response={**RESPONSE, "status": "incomplete"}),
+    )
+    events = await run_on(upstream, "responses", {"input": "abcdefgh", "stream": True})
+    assert [e.chunk["type"] for e in events[:-1]] == [
+        "response.created",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.incomplete",
+    ]
+    assert events[-1] == Done(
+        {"prompt_tokens": 2, "completion_tokens": 2, "total_tokens": 4}, "incomplete", True
+    )
+    assert upstream.requests[0]["path"] == "/v1/responses"
+    assert upstream.requests[0]["json"] == {"input": "abcdefgh", "stream": True, "model": "m"}
+
+
+async def test_a_failed_response_is_relayed_and_ends_the_run(upstream: FakeUpstream) -> None:
+    failed = {**RESPONSE, "status": "failed", "error": {"code": "server_error", "message": "x"}}
+    upstream.chat_reply = stream_reply(response_event("response.failed", response=failed))
+    events = await run_on(upstream, "responses", {"input": "a", "stream": True})
+    assert events[0].chunk["response"]["error"]["code"] == "server_error"
+    assert events[-1].finish_reason == "failed"
+
+
+async def test_a_response_stream_that_ends_before_its_last_event_fails(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.chat_reply = stream_reply(response_event("response.output_text.delta", delta="a"))
+    with pytest.raises(AdapterError) as caught:
+        await run_on(upstream, "responses", {"input": "a", "stream": True})
+    assert (caught.value.code, caught.value.message) == (
+        "upstream_error",
+        "upstream stream ended before completion",
+    )
+
+
+async def test_a_response_streamed_unasked_is_relayed_as_a_stream(upstream: FakeUpstream) -> None:
+    upstream.chat_reply = stream_reply(response_event("response.completed", response=RESPONSE))
+    events = await run_on(upstream, "responses", {"input": "a"})
+    assert isinstance(events[0], Delta)
+    assert upstream.requests[0]["json"]["stream"] is False
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "answer", "message"),
+    [
+        ("embeddings", {"object": "list"}, "upstream answered without a data list"),
+        ("responses", {"object": "response"}, "upstream answered without a output list"),
+        ("completions", {"object": "text_completion"}, "upstream answered without a choices list"),
+    ],
+)
+async def test_a_whole_answer_without_its_list_fails(
+    upstream: FakeUpstream, endpoint: str, answer: dict[str, Any], message: str
+) -> None:
+    upstream.chat_reply = json_reply(200, json.dumps(answer).encode())
+    with pytest.raises(AdapterError) as caught:
+        await run_on(upstream, endpoint, {"input": "a", "prompt": "a"})
+    assert (caught.value.code, caught.value.message) == ("upstream_error", message)
+
+
+async def test_embeddings_without_usage_are_estimated_and_sent_without_stream(
+    upstream: FakeUpstream,
+) -> None:
+    answer = {"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [1.0]}]}
+    upstream.chat_reply = json_reply(200, json.dumps(answer).encode())
+    events = await run_on(upstream, "embeddings", {"input": "abcdefgh", "stream": True})
+    assert events == [
+        Response(answer),
+        Done({"prompt_tokens": 2, "completion_tokens": 0, "total_tokens": 2}, "stop"),
+    ]
+    assert upstream.requests[0]["json"] == {"input": "abcdefgh", "stream": True, "model": "m"}

@@ -89,7 +89,9 @@ class HugeAnswer:
     def __init__(self, spec: wire.AdapterSpec) -> None:
         self.id = spec.id
 
-    async def stream(self, request: dict[str, Any], target: str) -> AsyncIterator[Any]:
+    async def stream(
+        self, request: dict[str, Any], target: str, endpoint: str
+    ) -> AsyncIterator[Any]:
         content = "z" * (wire.MAX_MESSAGE_BYTES + 1)
         yield Response(
             {"object": "chat.completion", "choices": [{"message": {"content": content}}]}
