@@ -4,7 +4,8 @@
 
 It starts an Edge and a Node as the browser tests do (tests/browser/cockpit.py) in a scratch
 directory, with freshly collected static files; sends a few requests; records a dry run, its
-apply and a second dry run; then writes one PNG per entry of ``PAGES``, 1400 px wide.
+apply and a second dry run; then writes one PNG per entry of ``PAGES``, 1400 px wide, and one
+of the live dashboard with two slow streams in flight and a third queued.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import yaml
@@ -23,12 +25,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.cockpit import PAGE_TIMEOUT_MS, Cockpit, running_cockpit  # noqa: E402
+from tests.e2e.harness import wait_until  # noqa: E402
 
 # File name under --out -> admin page, shot whole, logged in as staff.
 PAGES = {
     "admin-refresh-records.png": "/admin/refresh/refreshrecord/",
 }
+DASHBOARD = "dashboard.png"
 WIDTH, HEIGHT = 1400, 800
+# echo-slow sends a token every 200 ms: 4 s, long enough to be seen in flight, and short enough
+# for the queued third to start within its queue timeout (5 s).
+SLOW_PROMPT = " ".join(f"w{i}" for i in range(20))
 
 
 def with_capacity(cockpit: Cockpit, capacity: int) -> str:
@@ -65,6 +72,28 @@ def shoot(page: Page, path: str, target: Path) -> None:
     print(f"wrote {target}")
 
 
+def stream_slowly(cockpit: Cockpit) -> None:
+    stream = cockpit.client().chat.completions.create(
+        model="echo-slow", messages=[{"role": "user", "content": SLOW_PROMPT}], stream=True
+    )
+    for _ in stream:
+        pass
+
+
+def shoot_dashboard_under_traffic(page: Page, cockpit: Cockpit, target: Path) -> None:
+    """echo-slow (capacity 2) with both slots taken and one request queued behind them."""
+    streams = [threading.Thread(target=stream_slowly, args=(cockpit,)) for _ in range(3)]
+    for stream in streams:
+        stream.start()
+    wait_until(lambda: cockpit.in_flight("echo-slow") == 2, what="two slow streams in flight")
+    page.goto("/admin/dashboard/")
+    page.get_by_text("2 / 2").wait_for()
+    page.screenshot(path=target, full_page=True)
+    print(f"wrote {target}")
+    for stream in streams:
+        stream.join()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
@@ -95,6 +124,7 @@ def main() -> None:
             cockpit.log_in(page)
             for name, path in PAGES.items():
                 shoot(page, path, args.out / name)
+            shoot_dashboard_under_traffic(page, cockpit, args.out / DASHBOARD)
             browser.close()
 
 
