@@ -19,7 +19,9 @@ from edge.dispatch import ModelSpec, PoolSnapshot, ProviderPool, ProviderSpec
 NODE = "node-bench"
 
 
-def provider(provider_id: str, capacity: int, max_queue: int = 64) -> ProviderSpec:
+def provider(
+    provider_id: str, capacity: int, max_queue: int = 64, queue_timeout_s: float = 600.0
+) -> ProviderSpec:
     return ProviderSpec(
         id=provider_id,
         node_id=NODE,
@@ -30,7 +32,7 @@ def provider(provider_id: str, capacity: int, max_queue: int = 64) -> ProviderSp
         long_context_slots=None,
         priority=100,
         max_queue=max_queue,
-        queue_timeout_s=600.0,
+        queue_timeout_s=queue_timeout_s,
     )
 
 

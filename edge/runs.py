@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from edge.dispatch import DispatchError, Lease, ProviderPool
+from edge.dispatch import UNSHARED, DispatchError, Lease, ProviderPool, Share
 from edge.runtime import EdgeRuntime
 from nodes import wire
 from nodes.sessions import NODE_DISCONNECTED, NodeSession, RunStream
@@ -216,6 +216,7 @@ async def open_run(
     *,
     endpoint: wire.Endpoint = wire.DEFAULT_ENDPOINT,
     avoid: frozenset[str] = frozenset(),
+    share: Share = UNSHARED,
 ) -> AsyncIterator[ActiveRun]:
     """Acquire a lease (raising DispatchError), start the run on its Node, await its first event.
 
@@ -226,9 +227,12 @@ async def open_run(
     block; leaving the block ends the run. ``on_attempt`` sees each attempt's lease as it
     starts, so a caller that leaves before the first event still knows where its run was.
     ``endpoint``: the OpenAI endpoint ``request`` is a body of; ``avoid``: providers no attempt
-    may go to (a follow-up pinned to the provider holding its state leaves out all the others).
+    may go to (a follow-up pinned to the provider holding its state leaves out all the others);
+    ``share``: whose request it is, for the pool's fair queuing.
     """
-    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt, avoid)
+    failover = _Failover(
+        runtime, model, estimated_input_tokens, timeout_s, on_attempt, avoid, share
+    )
     while True:
         lease = await failover.next_lease()
         serving = False
@@ -254,15 +258,18 @@ async def complete_run(
     *,
     endpoint: wire.Endpoint = wire.DEFAULT_ENDPOINT,
     avoid: frozenset[str] = frozenset(),
+    share: Share = UNSHARED,
 ) -> CompletedRun:
     """Run the request to its end, for a caller that gets nothing before the end.
 
     Nothing reaches the caller before the run completes, so a run failing at any point (not
     only before its first event) may go to another provider, as for ``open_run``. Raises
-    DispatchError (no lease at all) or RunFailed (the last attempt's failure). ``endpoint`` and
-    ``avoid`` as for ``open_run``.
+    DispatchError (no lease at all) or RunFailed (the last attempt's failure). ``endpoint``,
+    ``avoid`` and ``share`` as for ``open_run``.
     """
-    failover = _Failover(runtime, model, estimated_input_tokens, timeout_s, on_attempt, avoid)
+    failover = _Failover(
+        runtime, model, estimated_input_tokens, timeout_s, on_attempt, avoid, share
+    )
     while True:
         lease = await failover.next_lease()
         try:
@@ -296,11 +303,13 @@ class _Failover:
         timeout_s: float,
         on_attempt: Callable[[Lease], None] | None,
         avoid: frozenset[str],
+        share: Share,
     ) -> None:
         self._runtime = runtime
         self._avoid = avoid
         self._model = model
         self._tokens = estimated_input_tokens
+        self._share = share
         self._on_attempt = on_attempt
         self._loop = asyncio.get_running_loop()
         self.deadline = self._loop.time() + timeout_s
@@ -319,7 +328,7 @@ class _Failover:
         exclude = self._avoid.union(self._tried)
         try:
             lease = await _acquire_current(
-                self._runtime, self._model, self._tokens, self.deadline, exclude
+                self._runtime, self._model, self._tokens, self.deadline, exclude, self._share
             )
         except (DispatchError, RunFailed):
             if self._last is None:
@@ -420,6 +429,7 @@ async def _acquire_current(
     estimated_input_tokens: int,
     deadline: float,
     exclude: frozenset[str],
+    share: Share,
 ) -> Lease:
     """A lease that matches the snapshot in force, obtained before the run's deadline.
 
@@ -429,10 +439,10 @@ async def _acquire_current(
     pool = runtime.pool
     try:
         async with asyncio.timeout_at(deadline):
-            lease = await pool.acquire(model, estimated_input_tokens, exclude)
+            lease = await pool.acquire(model, estimated_input_tokens, exclude, share)
             while not pool.is_current(lease):
                 lease.release()
-                lease = await pool.acquire(model, estimated_input_tokens, exclude)
+                lease = await pool.acquire(model, estimated_input_tokens, exclude, share)
     except TimeoutError:
         raise RunFailed(DEADLINE_EXCEEDED, "no provider was free before the deadline") from None
     return lease

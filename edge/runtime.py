@@ -27,6 +27,7 @@ from edge.dispatch import (
     ResponseRoutes,
     snapshot_from_config,
 )
+from edge.governance.limits import Limiter
 from edge.memory import freeze_long_lived, return_free_memory
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
@@ -117,6 +118,8 @@ class EdgeRuntime:
         # Which provider served each Responses API response the Edge relayed (affinity).
         self.response_routes = ResponseRoutes()
         self.drain = Drain()
+        # Per-principal limits and budgets (`openai.policies`), counted across config swaps.
+        self.limiter = Limiter()
 
     def prepare(self, config: EdgeConfig) -> PreparedConfig:
         """Build what ``swap_config`` swaps in. Safe in another thread: it reads only immutable

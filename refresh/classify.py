@@ -27,6 +27,9 @@ _KEYED_LISTS = {
     "nodes[*].providers": "id",
     "models": "id",
     "openai.principal_tokens": "token_ref",
+    "openai.policies": "principal_ref",
+    "openai.policies[*].token_overrides": "token_ref",
+    "openai.policies[*].model_overrides": "model",
 }
 # A mapping whose keys are identities (provider id -> served name): its entries are items.
 _KEYED_MAPPINGS = frozenset({"models[*].providers"})
@@ -59,9 +62,16 @@ _LIVE_PATHS = frozenset(
         "openai.long_context_threshold_tokens",
         "openai.cors",
         "openai.cors.allowed_origins",
+        "openai.policies",
     }
 )
-_LIVE_PREFIXES = ("queue.", "models[*].generation.", "failover.", "passive_health.")
+_LIVE_PREFIXES = (
+    "queue.",
+    "models[*].generation.",
+    "failover.",
+    "passive_health.",
+    "openai.policies[",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +238,12 @@ def _apply_of(pattern: str) -> Apply:
 
 def _with_defaults(canonical: Mapping[str, Any]) -> dict[str, Any]:
     """The sections the canonical form leaves out at their defaults filled in, so a first change
-    reads ``failover.max_attempts: 3 → 5``, not a whole section added."""
-    return {**default_sections(), **canonical}
+    reads ``failover.max_attempts: 3 → 5``, not a whole section added; a first policy reads
+    ``openai.policies[team-a]`` added, not the whole list."""
+    filled = {**default_sections(), **canonical}
+    if isinstance(filled.get("openai"), Mapping):
+        filled["openai"] = {"policies": [], **filled["openai"]}
+    return filled
 
 
 def _plain(value: Any) -> Any:

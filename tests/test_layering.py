@@ -14,6 +14,8 @@ DJANGO_STACK = ("django", "channels", "rest_framework", "daphne")
 CORE_PACKAGES = ("edge.config", "edge.dispatch", "edge.metrics", "nodes.wire", "nodes.agent")
 CORE_MODULES = (
     "edge.dashboard.data",
+    "edge.governance.figures",
+    "edge.governance.limits",
     "edge.runtime",
     "edge.runs",
     "edge.usage",

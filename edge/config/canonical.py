@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from edge.config.policy_load import policies_canonical
 from edge.config.resilience import (
     DEFAULT_FAILOVER,
     DEFAULT_PASSIVE_HEALTH,
@@ -78,9 +79,12 @@ def model_canonical(model: Model) -> dict[str, Any]:
 
 def _openai_extras(openai: OpenAISection) -> dict[str, Any]:
     """Keys added later, left out at their defaults so older configs keep their revision."""
-    if not openai.cors_allowed_origins:
-        return {}
-    return {"cors": {"allowed_origins": list(openai.cors_allowed_origins)}}
+    extras: dict[str, Any] = {}
+    if openai.cors_allowed_origins:
+        extras["cors"] = {"allowed_origins": list(openai.cors_allowed_origins)}
+    if openai.policies:
+        extras["policies"] = policies_canonical(openai.policies)
+    return extras
 
 
 def build_canonical(

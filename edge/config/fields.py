@@ -30,6 +30,12 @@ def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+def item_path(base: str, raw: Any, index: int, key: str = "id") -> str:
+    """`nodes[node-a]` when the item names itself, else `nodes[0]`."""
+    ident = raw.get(key) if isinstance(raw, dict) else None
+    return f"{base}[{ident}]" if isinstance(ident, str) and ident else f"{base}[{index}]"
+
+
 def looks_like_credential_key(key: str) -> bool:
     return bool(_CREDENTIAL_KEY.search(key)) and not key.endswith("_env")
 

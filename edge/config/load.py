@@ -21,7 +21,8 @@ from edge.config.cross_checks import (
     declared_ids,
 )
 from edge.config.errors import ConfigError
-from edge.config.fields import Fields, join, show_number, type_name
+from edge.config.fields import Fields, item_path, join, show_number, type_name
+from edge.config.policy_load import check_policy_models, load_policies
 from edge.config.resilience import load_failover, load_passive_health
 from edge.config.schema import (
     ALL_ENDPOINTS,
@@ -73,6 +74,7 @@ OPENAI_KEYS = (
     "require_auth",
     "principal_tokens",
     "cors",
+    "policies",
 )
 CORS_KEYS = ("allowed_origins",)
 TOKEN_KEYS = ("token_ref", "token_hash_sha256", "principal_ref", "alias")
@@ -155,6 +157,8 @@ def build_config(data: Any) -> EdgeConfig:
         for ident in declared_ids(raw_node.get("providers"))
     }
     check_references(fields, nodes, models, declared_providers)
+    if openai is not None:
+        check_policy_models(fields, openai.policies, declared_ids(root.get("models")))
     if (
         fields.issues
         or edge is None
@@ -194,12 +198,6 @@ def optional_section(data: dict, key: str) -> Any:
     """An optional mapping: absent or null means all defaults; `[]`, `0` or `""` stay wrong."""
     value = data.get(key)
     return {} if value is None else value
-
-
-def item_path(base: str, raw: Any, index: int, key: str = "id") -> str:
-    """`nodes[node-a]` when the item names itself, else `nodes[0]`."""
-    ident = raw.get(key) if isinstance(raw, dict) else None
-    return f"{base}[{ident}]" if isinstance(ident, str) and ident else f"{base}[{index}]"
 
 
 def _edge(fields: Fields, raw: Any) -> EdgeSection | None:
@@ -258,9 +256,10 @@ def _openai(fields: Fields, raw: Any) -> OpenAISection | None:
         if token is not None:
             tokens.append(token)
     origins = _cors_origins(fields, optional_section(data, "cors"))
+    policies = load_policies(fields, data, {t.token_ref: t.principal_ref for t in tokens})
     if threshold is None or require_auth is None or origins is None:
         return None
-    return OpenAISection(listen, threshold, require_auth, tuple(tokens), origins)
+    return OpenAISection(listen, threshold, require_auth, tuple(tokens), origins, policies)
 
 
 def _cors_origins(fields: Fields, raw: Any) -> tuple[str, ...] | None:

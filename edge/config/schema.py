@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from edge.config.policies import Policy, PolicyEntry, Resolved, resolve
 from nodes.wire.frames import ENDPOINTS
 from nodes.wire.node_config import AdapterSpec
 
@@ -46,6 +47,8 @@ class OpenAISection:
     principal_tokens: tuple[PrincipalToken, ...]
     # Browser origins answered with CORS headers (`openai.cors.allowed_origins`); "*" = any.
     cors_allowed_origins: tuple[str, ...] = ()
+    # Per-principal limits, budgets and fair share (`openai.policies`), sorted by principal_ref.
+    policies: tuple[PolicyEntry, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,13 +130,26 @@ class EdgeConfig:
     failover: Failover = field(default_factory=Failover)
     passive_health: PassiveHealth = field(default_factory=PassiveHealth)
     _nodes_by_id: Mapping[str, Node] = field(init=False, repr=False, compare=False)
+    _policies: Mapping[str, PolicyEntry] = field(init=False, repr=False, compare=False)
 
     def node(self, node_id: str) -> Node | None:
         return self._nodes_by_id.get(node_id)
 
+    def policy_for(self, principal_ref: str, token_ref: str, model: str) -> Policy | None:
+        """The policy of a request; None: the principal has none (unlimited, weight 1,
+        interactive). A model override beats a token override beats the principal's entry."""
+        if principal_ref not in self._policies:
+            return None
+        return self.resolve_policy(principal_ref, token_ref, model).policy
+
+    def resolve_policy(self, principal_ref: str, token_ref: str, model: str) -> Resolved:
+        """``policy_for`` with the scope each limit is counted in (the limiter's view)."""
+        return resolve(self._policies, principal_ref, token_ref, model)
+
     def __post_init__(self) -> None:
         # A Node's sign-in, hello and health reports each look their node up: O(1) at any size.
         object.__setattr__(self, "_nodes_by_id", {n.id: n for n in self.nodes})
+        object.__setattr__(self, "_policies", {p.principal_ref: p for p in self.openai.policies})
 
     def summary(self) -> str:
         providers = sum(len(n.providers) for n in self.nodes)

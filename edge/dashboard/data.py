@@ -17,6 +17,7 @@ from typing import Any
 
 from edge.config import EdgeConfig
 from edge.dispatch import PoolStats
+from edge.governance.figures import PRINCIPAL_COLUMNS, PrincipalFigures, principal_figures
 from edge.runtime import EdgeRuntime
 
 NODE_COLUMNS = (
@@ -71,6 +72,7 @@ class PoolReading:
     stats: PoolStats
     taken_at: float  # wall clock
     loop_s: float  # how long the event loop spent on the reading
+    principals: tuple[PrincipalFigures, ...] = ()  # per-principal governance figures
 
 
 def read_pool(runtime: EdgeRuntime) -> PoolReading:
@@ -83,7 +85,12 @@ def read_pool(runtime: EdgeRuntime) -> PoolReading:
         for session in runtime.nodes.sessions()
     }
     stats = runtime.pool.stats()
-    return PoolReading(runtime.config, sessions, stats, time.time(), time.perf_counter() - started)
+    principals = principal_figures(
+        runtime.limiter, runtime.config, runtime.pool.queued_by_principal()
+    )
+    return PoolReading(
+        runtime.config, sessions, stats, time.time(), time.perf_counter() - started, principals
+    )
 
 
 def dashboard_data(reading: PoolReading) -> dict[str, Any]:
@@ -98,6 +105,7 @@ def dashboard_data(reading: PoolReading) -> dict[str, Any]:
         "nodes": _table(NODE_COLUMNS, _node_rows(reading)),
         "providers": _table(PROVIDER_COLUMNS, _provider_rows(reading.stats)),
         "models": _table(MODEL_COLUMNS, _model_rows(reading)),
+        "principals": _table(PRINCIPAL_COLUMNS, [row.row() for row in reading.principals]),
     }
 
 

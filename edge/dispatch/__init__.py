@@ -13,6 +13,7 @@ from edge.dispatch.errors import (
     QueueTimeout,
 )
 from edge.dispatch.estimate import estimate_input_tokens
+from edge.dispatch.fair import BATCH, INTERACTIVE, UNSHARED, PriorityClass, Share
 from edge.dispatch.lease import LONG, NORMAL, ContextClass, Lease
 from edge.dispatch.passive import CLOSED, HALF_OPEN, OPEN, PassiveHealthPolicy
 from edge.dispatch.pool import ProviderPool
@@ -20,11 +21,14 @@ from edge.dispatch.snapshot import ModelSpec, PoolSnapshot, ProviderSpec, snapsh
 from edge.dispatch.stats import ModelStats, PoolStats, ProviderStats
 
 __all__ = [
+    "BATCH",
     "CLOSED",
     "HALF_OPEN",
+    "INTERACTIVE",
     "LONG",
     "NORMAL",
     "OPEN",
+    "UNSHARED",
     "ContextClass",
     "ContextTooLong",
     "DispatchError",
@@ -37,12 +41,14 @@ __all__ = [
     "PassiveHealthPolicy",
     "PoolSnapshot",
     "PoolStats",
+    "PriorityClass",
     "ProviderPool",
     "ProviderSpec",
     "ProviderStats",
     "QueueFull",
     "QueueTimeout",
     "ResponseRoutes",
+    "Share",
     "estimate_input_tokens",
     "snapshot_from_config",
 ]

@@ -114,3 +114,13 @@ def _prompt_size(prompt: object) -> tuple[int, int]:
             chars += item_chars + _text_len(item.get("output")) + _text_len(item.get("arguments"))
             tokens += TOKENS_PER_MESSAGE + non_text_parts * TOKENS_PER_NON_TEXT_PART
     return chars, tokens
+
+
+def requested_output_tokens(body: Mapping[str, Any], max_tokens_keys: tuple[str, ...]) -> int:
+    """The output tokens the request asks for at most (the first of ``max_tokens_keys`` the
+    body sets, e.g. chat's ``max_completion_tokens`` or ``max_tokens``); 0 when it sets none."""
+    for key in max_tokens_keys:
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0

@@ -4,9 +4,10 @@ The pool belongs to one asyncio event loop and must only be touched from it (Dja
 hops onto the loop first). It holds no locks: every method runs to completion without awaiting,
 so the only suspension point is a waiter's future inside ``acquire``.
 
-Waking waiters is event-driven, never polled. A release offers the freed slot to the oldest
-waiter, across the models that provider serves, that the slot fits; rarer events (snapshot swap,
-a Node turning ready, a provider turning healthy) re-run admission over the affected models.
+Waking waiters is event-driven, never polled. A release offers the freed slot to the first
+waiter in line (weighted fair order across principals, see ``fair``), across the models that
+provider serves, that the slot fits; rarer events (snapshot swap, a Node turning ready, a
+provider turning healthy) re-run admission over the affected models.
 
 Passive health (``report_success``/``report_failure``, see ``passive``) reads an injected clock;
 a cooldown ends at the first ``acquire`` after it, so no timer is needed.
@@ -29,11 +30,14 @@ from edge.dispatch.errors import (
     QueueFull,
     QueueTimeout,
 )
+from edge.dispatch.fair import BATCH, BATCH_AGING_SHARE, UNSHARED, Share, VirtualClock
 from edge.dispatch.lease import Lease
 from edge.dispatch.passive import HALF_OPEN, OPEN
 from edge.dispatch.snapshot import PoolSnapshot
 from edge.dispatch.state import NOBODY, GroupRoute, ModelGroup, ProviderState, Waiter
 from edge.dispatch.stats import ModelStats, PoolStats, ProviderStats
+
+LAST = (True, float("inf"), 0)  # ranks after every waiter
 
 
 class ProviderPool:
@@ -59,6 +63,9 @@ class ProviderPool:
         self._cooling: set[ProviderState] = set()  # breakers open, waiting for their cooldown
         self._waiting = 0
         self._seq = itertools.count()
+        self._virtual = VirtualClock()
+        self._queued: dict[str, int] = {}  # waiters by principal
+        self._now: Callable[[], float] = time.monotonic  # the loop's clock, set by each wait
         self.apply_snapshot(snapshot)
 
     # -- admission ---------------------------------------------------------------------------
@@ -87,20 +94,31 @@ class ProviderPool:
         return frozenset(group.served) if group is not None else NOBODY
 
     async def acquire(
-        self, model: str, estimated_input_tokens: int, exclude: frozenset[str] = NOBODY
+        self,
+        model: str,
+        estimated_input_tokens: int,
+        exclude: frozenset[str] = NOBODY,
+        share: Share = UNSHARED,
     ) -> Lease:
-        """A lease on a provider for ``model``, waiting in the model's FIFO queue if needed.
+        """A lease on a provider for ``model``, waiting in the model's queue if needed.
 
         ``exclude``: provider ids it must not get (a run failing over leaves out the ones that
-        failed it). Raises ``ModelNotFound``, ``ContextTooLong``, ``NoProviderAvailable``,
-        ``QueueFull`` or ``QueueTimeout``.
+        failed it). ``share``: whose request it is, for the order waiters are admitted in
+        (``fair``); it plays no part when a slot is free. Raises ``ModelNotFound``,
+        ``ContextTooLong``, ``NoProviderAvailable``, ``QueueFull`` or ``QueueTimeout``.
         """
         lease = self.try_acquire(model, estimated_input_tokens, exclude)
         if lease is not None:
             return lease
-        return await self._wait(self._groups[model], estimated_input_tokens, exclude)
+        return await self._wait(self._groups[model], estimated_input_tokens, exclude, share)
 
-    async def _wait(self, group: ModelGroup, tokens: int, exclude: frozenset[str]) -> Lease:
+    def queued_by_principal(self) -> dict[str, int]:
+        """How many requests wait for a slot, by principal key (absent: none), all models."""
+        return dict(self._queued)
+
+    async def _wait(
+        self, group: ModelGroup, tokens: int, exclude: frozenset[str], share: Share
+    ) -> Lease:
         long = tokens >= self._threshold
         if long and not group.takes_long():
             raise ContextTooLong(group.model_id, tokens, self._threshold)
@@ -108,15 +126,33 @@ class ProviderPool:
         if not serving:
             raise NoProviderAvailable(group.model_id, self._out_reasons(group, long, exclude))
         if group.waiting >= sum(state.spec.max_queue for state in serving):
-            raise QueueFull(group.model_id)
+            victim = self._displaced(group, share.principal)
+            if victim is None:
+                raise QueueFull(group.model_id)
+            self._fail(victim, QueueFull(group.model_id))
         timeout_s = max(state.spec.queue_timeout_s for state in serving)
         loop = asyncio.get_running_loop()
-        waiter = Waiter(next(self._seq), group, long, loop.create_future(), loop.time(), exclude)
+        now = loop.time()
+        self._now = loop.time
+        principal = share.principal
+        waiter = Waiter(
+            next(self._seq),
+            group,
+            long,
+            loop.create_future(),
+            now,
+            exclude,
+            principal=principal,
+            tags=self._virtual.tag(principal, share.weight, share.charge or tokens),
+            batch=share.priority_class == BATCH,
+            ages_at=now + timeout_s * BATCH_AGING_SHARE,
+        )
         if exclude:
             group.picky.append(waiter)
         else:
             group.queue(long).push(waiter)
         self._waiting += 1
+        self._queued[principal] = self._queued.get(principal, 0) + 1
         waiter.timer = loop.call_later(timeout_s, self._expire, waiter, timeout_s)
         try:
             # The future carries a Lease or a DispatchError as its *result*, so a waiter that
@@ -130,11 +166,32 @@ class ProviderPool:
                     # Granted in the same loop turn as the cancel: hand the slot back.
                     granted.release()
             elif waiter.pending:
-                self._leave(waiter)
+                self._leave(waiter, granted=False)
             raise
         if isinstance(outcome, DispatchError):
             raise outcome
         return outcome
+
+    def _displaced(self, group: ModelGroup, principal: str) -> Waiter | None:
+        """Who leaves a full queue for a newcomer of ``principal``: the newest waiter of the
+        principal with the most waiters, if that is at least two more than the newcomer's own.
+
+        So one heavy principal filling the bound cannot turn the others away; the bound holds.
+        Only runs when the queue is full: O(waiters of the model).
+        """
+        newest: dict[str, Waiter] = {}
+        counts: dict[str, int] = {}
+        for waiter in (*group.normal_queue, *group.long_queue, *self._picky(group)):
+            key = waiter.principal
+            counts[key] = counts.get(key, 0) + 1
+            if key not in newest or waiter.seq > newest[key].seq:
+                newest[key] = waiter
+        if not counts:
+            return None
+        heaviest = max(counts, key=lambda key: (counts[key], newest[key].seq))
+        if counts[heaviest] < counts.get(principal, 0) + 2:
+            return None
+        return newest[heaviest]
 
     def _admit(
         self, group: ModelGroup, state: ProviderState, served: str, long: bool, queued_ms: float
@@ -150,13 +207,13 @@ class ProviderPool:
         return lease
 
     def _grant(self, waiter: Waiter, state: ProviderState) -> None:
-        self._leave(waiter)
+        self._leave(waiter, granted=True)
         loop = waiter.future.get_loop()
         queued_ms = (loop.time() - waiter.enqueued_at) * 1000.0
         served = waiter.group.served[state.id]
         waiter.future.set_result(self._admit(waiter.group, state, served, waiter.long, queued_ms))
 
-    def _leave(self, waiter: Waiter) -> None:
+    def _leave(self, waiter: Waiter, *, granted: bool) -> None:
         waiter.pending = False
         if waiter.timer is not None:
             waiter.timer.cancel()
@@ -165,9 +222,19 @@ class ProviderPool:
         else:
             waiter.group.queue(waiter.long).discard()
         self._waiting -= 1
+        principal = waiter.principal
+        left = self._queued[principal] - 1
+        if left:
+            self._queued[principal] = left
+        else:
+            del self._queued[principal]
+        if granted:
+            self._virtual.granted(waiter.tag)
+        else:
+            self._virtual.withdrawn(principal, waiter.tag, waiter.finish)
 
     def _fail(self, waiter: Waiter, error: DispatchError) -> None:
-        self._leave(waiter)
+        self._leave(waiter, granted=False)
         if not waiter.future.done():
             waiter.future.set_result(error)
 
@@ -175,19 +242,20 @@ class ProviderPool:
         if waiter.pending:
             self._fail(waiter, QueueTimeout(waiter.group.model_id, timeout_s))
 
-    def _head(self, group: ModelGroup, long: bool) -> Waiter | None:
-        """The oldest waiter still able to take a slot; drops ones whose task was cancelled."""
+    def _head(self, group: ModelGroup, long: bool, now: float) -> Waiter | None:
+        """The first waiter in line still able to take a slot; drops ones whose task was
+        cancelled."""
         queue = group.queue(long)
-        waiter = queue.head()
+        waiter = queue.head(now)
         while waiter is not None and waiter.future.done():
-            self._leave(waiter)
-            waiter = queue.head()
+            self._leave(waiter, granted=False)
+            waiter = queue.head(now)
         return waiter
 
     def _picky(self, group: ModelGroup) -> list[Waiter]:
         """The group's waiters that exclude providers, still able to take a slot (a copy)."""
         for waiter in [w for w in group.picky if w.future.done()]:
-            self._leave(waiter)
+            self._leave(waiter, granted=False)
         return list(group.picky)
 
     # -- wake-ups ----------------------------------------------------------------------------
@@ -207,43 +275,46 @@ class ProviderPool:
             self._offer(state)
 
     def _offer(self, state: ProviderState) -> None:
-        """Give the provider's free slots to the oldest waiters, across its models, that fit."""
+        """Give the provider's free slots to the first waiters in line (``Waiter.rank``),
+        across its models, that fit."""
+        now = self._now()
         while state.has_slot(False):
             long_fits = state.has_slot(True)
-            oldest: Waiter | None = None
+            first: Waiter | None = None
+            first_rank = LAST
             for group in state.groups:
                 for long in (False, True) if long_fits else (False,):
-                    waiter = self._head(group, long)
-                    if waiter is not None and (oldest is None or waiter.seq < oldest.seq):
-                        oldest = waiter
+                    waiter = self._head(group, long, now)
+                    if waiter is not None and (rank := waiter.rank(now)) < first_rank:
+                        first, first_rank = waiter, rank
                 if group.picky:
                     for waiter in self._picky(group):
-                        fits = long_fits or not waiter.long
                         if (
-                            fits
+                            (long_fits or not waiter.long)
                             and state.id not in waiter.exclude
-                            and (oldest is None or waiter.seq < oldest.seq)
+                            and (rank := waiter.rank(now)) < first_rank
                         ):
-                            oldest = waiter
-            if oldest is None:
+                            first, first_rank = waiter, rank
+            if first is None:
                 return
-            self._grant(oldest, state)
+            self._grant(first, state)
 
     def _pump(self, groups: Iterable[ModelGroup]) -> None:
-        """Admit waiters of these models, oldest first, each to its best free candidate.
+        """Admit waiters of these models, first in line first, each to its best free candidate.
 
         Waiters of one model and class share their candidates, so once one of them finds
         nothing free, the rest of that queue is skipped; only admissions happen meanwhile.
         Waiters that exclude providers are each considered on their own.
         """
-        heads: list[tuple[int, Waiter]] = []
+        now = self._now()
+        heads: list[tuple[tuple[bool, float, int], Waiter]] = []
         for group in groups:
             for long in (False, True):
-                waiter = self._head(group, long)
+                waiter = self._head(group, long, now)
                 if waiter is not None:
-                    heads.append((waiter.seq, waiter))
+                    heads.append((waiter.rank(now), waiter))
             if group.picky:
-                heads.extend((waiter.seq, waiter) for waiter in self._picky(group))
+                heads.extend((waiter.rank(now), waiter) for waiter in self._picky(group))
         heapq.heapify(heads)
         while heads:
             _, waiter = heapq.heappop(heads)
@@ -253,9 +324,9 @@ class ProviderPool:
             self._grant(waiter, route.state)
             if waiter.exclude:
                 continue
-            following = self._head(waiter.group, waiter.long)
+            following = self._head(waiter.group, waiter.long, now)
             if following is not None:
-                heapq.heappush(heads, (following.seq, following))
+                heapq.heappush(heads, (following.rank(now), following))
 
     def _fail_unservable(self, groups: Iterable[ModelGroup]) -> None:
         """Waiters that no provider would serve any more fail now instead of at their timeout."""
@@ -527,10 +598,11 @@ class ProviderPool:
         models = {}
         for model_id, group in self._groups.items():
             picky = self._picky(group)
-            heads = (group.normal_queue.head(), group.long_queue.head(), *picky)
-            oldest = min((w for w in heads if w), key=lambda w: w.seq, default=None)
             oldest_wait_s = 0.0
-            if oldest is not None:
+            if group.waiting:
+                # Fair order is not arrival order: the oldest waiter may sit anywhere.
+                waiters = (*group.normal_queue, *group.long_queue, *picky)
+                oldest = min(waiters, key=lambda w: w.seq)
                 oldest_wait_s = oldest.future.get_loop().time() - oldest.enqueued_at
             models[model_id] = ModelStats(
                 model_id=model_id,

@@ -7,7 +7,7 @@ acquire path reads their attributes on every request.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import heapq
 from collections.abc import Iterator
 
 from edge.dispatch.passive import Breaker
@@ -16,7 +16,7 @@ from edge.dispatch.snapshot import ModelSpec, ProviderSpec
 NOBODY: frozenset[str] = frozenset()  # the usual exclusion: none
 
 # A queue is rebuilt once it holds more abandoned entries than this and than live ones, so
-# cancellations in the middle cost O(1) amortized and never grow the deque without bound.
+# cancellations in the middle cost O(log n) amortized and never grow the heaps without bound.
 COMPACT_AFTER_DEAD = 32
 
 
@@ -89,9 +89,27 @@ class Tier:
 
 
 class Waiter:
-    """A request waiting for a slot; ``exclude``: providers it must not get (they failed it)."""
+    """A request waiting for a slot; ``exclude``: providers it must not get (they failed it).
 
-    __slots__ = ("enqueued_at", "exclude", "future", "group", "long", "pending", "seq", "timer")
+    ``tag``/``finish``: its fair-queuing tags (``fair.VirtualClock``); waiters order by
+    ``(tag, seq)``. ``batch``: of the batch class, which ages at ``ages_at`` (loop time).
+    """
+
+    __slots__ = (
+        "ages_at",
+        "batch",
+        "enqueued_at",
+        "exclude",
+        "finish",
+        "future",
+        "group",
+        "long",
+        "pending",
+        "principal",
+        "seq",
+        "tag",
+        "timer",
+    )
 
     def __init__(
         self,
@@ -101,6 +119,11 @@ class Waiter:
         future: asyncio.Future,
         now: float,
         exclude: frozenset[str] = NOBODY,
+        *,
+        principal: str = "",
+        tags: tuple[float, float] = (0.0, 0.0),
+        batch: bool = False,
+        ages_at: float = 0.0,
     ) -> None:
         self.seq = seq
         self.group = group
@@ -108,51 +131,74 @@ class Waiter:
         self.future = future
         self.enqueued_at = now
         self.exclude = exclude
+        self.principal = principal
+        self.tag, self.finish = tags
+        self.batch = batch
+        self.ages_at = ages_at
         self.pending = True
         self.timer: asyncio.TimerHandle | None = None
 
+    def __lt__(self, other: Waiter) -> bool:
+        return self.tag < other.tag or (self.tag == other.tag and self.seq < other.seq)
+
+    def rank(self, now: float) -> tuple[bool, float, int]:
+        """Smaller goes first: interactive (or aged batch), then the fair tag, then arrival."""
+        return (self.batch and now < self.ages_at, self.tag, self.seq)
+
 
 class WaitQueue:
-    """FIFO of waiters with lazy deletion: a waiter that leaves is only flagged (``pending``).
+    """Waiters of one model and context class, in fair order, with lazy deletion.
 
-    Invariant: the front entry, if any, is pending — so reading the head is O(1).
+    Two heaps by ``(tag, seq)``, interactive and batch; ``head(now)`` is the interactive head
+    unless the batch head has aged and ranks before it (or no interactive waiter is left). A
+    waiter that leaves is only flagged (``pending``). Invariant: each heap's top, if any, is
+    pending — so reading the head is O(1).
     """
 
-    __slots__ = ("_dead", "_entries", "live")
+    __slots__ = ("_batch", "_dead", "_interactive", "live")
 
     def __init__(self) -> None:
-        self._entries: deque[Waiter] = deque()
+        self._interactive: list[Waiter] = []
+        self._batch: list[Waiter] = []
         self._dead = 0
         self.live = 0
 
     def push(self, waiter: Waiter) -> None:
-        self._entries.append(waiter)
+        heapq.heappush(self._batch if waiter.batch else self._interactive, waiter)
         self.live += 1
 
-    def head(self) -> Waiter | None:
-        return self._entries[0] if self._entries else None
+    def head(self, now: float) -> Waiter | None:
+        first = self._interactive[0] if self._interactive else None
+        if not self._batch:
+            return first
+        batch = self._batch[0]
+        if first is None or (now >= batch.ages_at and batch < first):
+            return batch
+        return first
 
     def discard(self) -> None:
         """Account for a waiter that just stopped being pending."""
         self.live -= 1
         self._dead += 1
-        entries = self._entries
-        while entries and not entries[0].pending:
-            entries.popleft()
-            self._dead -= 1
+        for entries in (self._interactive, self._batch):
+            while entries and not entries[0].pending:
+                heapq.heappop(entries)
+                self._dead -= 1
         if self._dead > COMPACT_AFTER_DEAD and self._dead > self.live:
-            self._entries = deque(w for w in entries if w.pending)
+            for entries in (self._interactive, self._batch):
+                entries[:] = [w for w in entries if w.pending]
+                heapq.heapify(entries)
             self._dead = 0
 
     def __iter__(self) -> Iterator[Waiter]:
-        return (w for w in self._entries if w.pending)
+        return (w for w in (*self._interactive, *self._batch) if w.pending)
 
 
 class ModelGroup:
-    """One model's routes in priority tiers, and its FIFO of waiters split by context class.
+    """One model's routes in priority tiers, and its waiters split by context class.
 
     The split lets a freed normal slot reach a normal waiter even when a long waiter that cannot
-    take it (long slots full) is older; order across the two is kept by the waiters' ``seq``.
+    take it (long slots full) ranks first; order across the two is kept by ``Waiter.rank``.
     Waiters that exclude providers (a run failing over) do not share their candidates with the
     rest, so they wait apart, in ``picky`` (few at a time), each considered on its own.
     """

@@ -38,6 +38,7 @@ class PoolCollector(Collector):
         yield from self._providers()
         yield from self._queues()
         yield from self._nodes()
+        yield from self._principals()
         yield CounterMetricFamily(
             "iop_usage_dropped",
             "Usage rows dropped because the database fell too far behind.",
@@ -119,3 +120,43 @@ class PoolCollector(Collector):
             "Nodes the running config lists.",
             value=len(self._reading.config.nodes),
         )
+
+    def _principals(self) -> Iterator[Metric]:
+        """Per principal (docs/governance.md); the anonymous caller's label is empty."""
+        labels = ("principal",)
+        in_flight = GaugeMetricFamily(
+            "iop_principal_in_flight",
+            "Requests of the principal admitted and not ended.",
+            labels=labels,
+        )
+        queued = GaugeMetricFamily(
+            "iop_principal_queued", "Requests of the principal waiting for a slot.", labels=labels
+        )
+        admitted = CounterMetricFamily(
+            "iop_principal_admitted",
+            "Requests its limits admitted since the Edge started.",
+            labels=labels,
+        )
+        limited = CounterMetricFamily(
+            "iop_principal_limited",
+            "Requests refused with 429 by its limits or budgets since the Edge started.",
+            labels=labels,
+        )
+        remaining = GaugeMetricFamily(
+            "iop_principal_budget_remaining_tokens",
+            "Tokens left of the principal's own budget (principals whose policy sets one).",
+            labels=(*labels, "period"),
+        )
+        for row in self._reading.principals:
+            name = [row.principal]
+            in_flight.add_metric(name, row.in_flight)
+            queued.add_metric(name, row.queued)
+            admitted.add_metric(name, row.admitted)
+            limited.add_metric(name, row.limited)
+            for period, left in (
+                ("day", row.tokens_per_day_remaining),
+                ("month", row.tokens_per_month_remaining),
+            ):
+                if left is not None:
+                    remaining.add_metric([*name, period], left)
+        yield from (in_flight, queued, admitted, limited, remaining)

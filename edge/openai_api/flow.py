@@ -18,7 +18,9 @@ from typing import Any
 from django.conf import settings
 
 from edge.config.schema import Model
-from edge.dispatch import DispatchError, Lease, estimate_input_tokens
+from edge.dispatch import DispatchError, Lease, Share, estimate_input_tokens
+from edge.dispatch.estimate import requested_output_tokens
+from edge.openai_api import governance
 from edge.openai_api.errors import APIError
 from edge.openai_api.exchange import Exchange, Receive
 from edge.openai_api.requests import OpenAIRequest, apply_generation_policy, parse_json_body
@@ -98,13 +100,18 @@ async def serve(
         usage.status = error.code or "invalid_request"
         raise
     call = Call(runtime, exchange, usage, request)
-    watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, asyncio.current_task()))
-    run_args = (runtime, request.model, run_body, estimate_input_tokens(run_body), RUN_TIMEOUT_S)
+    estimated = estimate_input_tokens(run_body)
+    run_args = (runtime, request.model, run_body, estimated, RUN_TIMEOUT_S)
     run_options: dict[str, Any] = {
+        "share": _fair_share(runtime, usage, request.model, endpoint, run_body, estimated),
         "on_attempt": functools.partial(_meter_attempt, usage),
         "endpoint": endpoint.name,
         "avoid": _others_than_state_holder(runtime, request),
     }
+    # Before the pool: a request over its principal's limits never queues (edge.governance).
+    reserve = estimated + requested_output_tokens(run_body, endpoint.max_tokens_keys)
+    admission = governance.admit(runtime, exchange, usage, request.model, reserve)
+    watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, asyncio.current_task()))
     try:
         if request.stream and endpoint.stream is not None:
             async with open_run(*run_args, **run_options) as run:
@@ -125,6 +132,24 @@ async def serve(
         raise api_error from None
     finally:
         watcher.cancel()
+        governance.settle(admission, usage)
+
+
+def _fair_share(
+    runtime: EdgeRuntime,
+    usage: Usage,
+    model: str,
+    endpoint: Endpoint,
+    body: dict[str, Any],
+    estimated_input_tokens: int,
+) -> Share:
+    """Whose request it is for the pool's fair queuing: its principal's weight and class,
+    charged by the tokens it may use (estimated input + requested output)."""
+    charge = estimated_input_tokens + requested_output_tokens(body, endpoint.max_tokens_keys)
+    policy = runtime.config.policy_for(usage.principal_ref, usage.token_ref, model)
+    if policy is None:
+        return Share(usage.principal_ref, charge=charge)
+    return Share(usage.principal_ref, policy.weight, policy.priority_class, charge)
 
 
 def _admitted_body(endpoint: Endpoint, request: OpenAIRequest, model: Model | None) -> Any:

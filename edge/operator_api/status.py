@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from edge.governance.figures import principal_figures
 from edge.memory import COLLECTION_TIMES
 from edge.operator_api.base import OperatorAPIView
 from edge.runtime import get_runtime
@@ -43,6 +44,13 @@ async def runtime_status() -> dict[str, Any]:
             for pid, p in sorted(stats.providers.items())
         },
         "models": {mid: asdict(m) for mid, m in sorted(stats.models.items())},
+        # In flight, queued, admitted and limited counts and budgets left (docs/governance.md).
+        "principals": {
+            row.principal: {k: v for k, v in asdict(row).items() if k != "principal"}
+            for row in principal_figures(
+                runtime.limiter, runtime.config, runtime.pool.queued_by_principal()
+            )
+        },
         "usage_dropped": runtime.usage.dropped,
         "gc": COLLECTION_TIMES.report(),
     }

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from edge.config import EdgeConfig
+from edge.governance.usage_load import load_budget_usage
 from edge.management.config_file import read_config
 from edge.operator_api.token import (
     OperatorTokenError,
@@ -70,6 +71,7 @@ class Command(BaseCommand):
         sys.setswitchinterval(SWITCH_INTERVAL_S)
 
         runtime = start_runtime(config, path)
+        load_budget_usage(runtime.limiter)
         listens = [config.edge.listen, config.edge.admin_listen]
         if config.openai.listen:
             listens.append(config.openai.listen)

@@ -141,6 +141,22 @@
     ];
   }
 
+  function budget(left) {
+    return left === null ? { text: "-", cls: "muted" } : left ? { text: String(left) } : badge("0", "warn");
+  }
+
+  function principalCells(p) {
+    return [
+      { text: p.principal || "(anonymous)" },
+      { text: String(p.in_flight), cls: p.in_flight ? "" : "muted" },
+      p.queued ? badge(String(p.queued), "warn") : { text: "0", cls: "muted" },
+      { text: String(p.admitted) },
+      p.limited ? badge(String(p.limited), "warn") : { text: "0", cls: "muted" },
+      budget(p.tokens_per_day_remaining),
+      budget(p.tokens_per_month_remaining),
+    ];
+  }
+
   function refreshCells(r) {
     const tone = r.status === "ok" || r.status === "applied" ? "good" : "warn";
     return [
@@ -206,6 +222,11 @@
     render("providers", "provider", providers, providerCells);
     render("models", "model", models, modelCells);
     render("refreshes", null, data.refreshes, refreshCells);
+    const principals = objects(data.principals).map((p) => ({ ...p, id: p.principal }));
+    render("principals", "principal", principals, principalCells);
+    const limited = principals.reduce((sum, p) => sum + p.limited, 0);
+    document.getElementById("principals-count").textContent =
+      principals.length + ", " + limited + " limited";
     const ready = nodes.filter((n) => n.ready).length;
     document.getElementById("nodes-count").textContent = ready + " of " + nodes.length + " ready";
     const busy = providers.reduce((sum, p) => sum + p.in_flight, 0);

@@ -3,9 +3,11 @@
 The event loop runs on a virtual clock: each step calls the pool, then lets the loop run a
 bounded number of turns, so timeouts fire exactly when the clock is advanced and nothing depends
 on real time. After every step it checks: counters equal the leases held; admissions respect the
-capacity and long slots in force; no waiter is lost, admitted twice or passed out of order; no
-waiter sits while a slot it could take is free; no request gets a provider it excludes (a run
-failing over). At the end every counter is back to zero.
+capacity and long slots in force; no waiter is lost, admitted twice or passed out of order
+(FIFO within a principal, interactive before batch that has not aged); no waiter sits while a
+slot it could take is free; no request gets a provider it excludes (a run failing over); a full
+queue turns away a newcomer or displaces the heaviest principal's newest waiter, as the rule
+says. At the end every counter is back to zero.
 """
 
 from __future__ import annotations
@@ -30,13 +32,21 @@ from edge.dispatch import (
     ProviderSpec,
     QueueFull,
     QueueTimeout,
+    Share,
 )
+from edge.dispatch.fair import BATCH_AGING_SHARE
 
 NODE_OF = {"p0": "n0", "p1": "n0", "p2": "n1", "p3": "n1"}
 ROUTES = {"m0": ("p0", "p1", "p2"), "m1": ("p1", "p2", "p3"), "m2": ("p3",)}
 THRESHOLD = 100
 TOKENS = {False: 1, True: THRESHOLD}
 SETTLE_TURNS = 20
+# Three principals: two interactive of different weights, one batch.
+SHARES = {
+    "a": Share("a", 1.0),
+    "b": Share("b", 3.0),
+    "c": Share("c", 1.0, "batch"),
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,15 @@ class Request:
     enqueued_at: float
     timeout_s: float | None = None
     exclude: frozenset[str] = frozenset()  # a run failing over
+    principal: str = "a"
+
+    @property
+    def batch(self) -> bool:
+        return SHARES[self.principal].priority_class == "batch"
+
+    def aged(self, now: float) -> bool:
+        assert self.timeout_s is not None
+        return self.batch and now >= self.enqueued_at + self.timeout_s * BATCH_AGING_SHARE
 
 
 class PoolMachine(RuleBasedStateMachine):
@@ -180,37 +199,65 @@ class PoolMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    @rule(model=st.sampled_from([*ROUTES, "unknown"]), long=st.booleans())
-    def acquire(self, model: str, long: bool) -> None:
-        self.acquire_one(model, long)
+    @rule(
+        model=st.sampled_from([*ROUTES, "unknown"]),
+        long=st.booleans(),
+        principal=st.sampled_from(sorted(SHARES)),
+    )
+    def acquire(self, model: str, long: bool, principal: str) -> None:
+        self.acquire_one(model, long, principal=principal)
 
     @rule(
         model=st.sampled_from(sorted(ROUTES)),
-        longs=st.lists(st.booleans(), min_size=2, max_size=4),
+        requests=st.lists(
+            st.tuples(st.booleans(), st.sampled_from(sorted(SHARES))), min_size=2, max_size=5
+        ),
     )
-    def acquire_burst(self, model: str, longs: list[bool]) -> None:
+    def acquire_burst(self, model: str, requests: list[tuple[bool, str]]) -> None:
         """Several requests for one model in a row, so queues actually build up."""
-        for long in longs:
-            self.acquire_one(model, long)
+        for long, principal in requests:
+            self.acquire_one(model, long, principal=principal)
 
     @rule(
         model=st.sampled_from(sorted(ROUTES)),
         long=st.booleans(),
+        principal=st.sampled_from(sorted(SHARES)),
         data=st.data(),
     )
-    def acquire_excluding(self, model: str, long: bool, data: st.DataObject) -> None:
+    def acquire_excluding(
+        self, model: str, long: bool, principal: str, data: st.DataObject
+    ) -> None:
         """A run failing over: some of the model's providers failed it already."""
         exclude = data.draw(st.frozensets(st.sampled_from(ROUTES[model]), min_size=1))
-        self.acquire_one(model, long, exclude)
+        self.acquire_one(model, long, exclude, principal)
 
-    def acquire_one(self, model: str, long: bool, exclude: frozenset[str] = frozenset()) -> None:
+    def acquire_one(
+        self,
+        model: str,
+        long: bool,
+        exclude: frozenset[str] = frozenset(),
+        principal: str = "a",
+    ) -> None:
         expected = self.expected_admission(model, long, exclude)
+        displaced = None
+        if expected is QueueFull:
+            displaced = self.displaced(model, principal)
+            if displaced is not None:
+                serving = self.serving(model, long, exclude)
+                expected = max(self.params[pid].timeout_s for pid in serving)
         self.seq += 1
-        task = self.loop.create_task(self.pool.acquire(model, TOKENS[long], exclude))
-        request = Request(self.seq, model, long, task, self.now, exclude=exclude)
+        share = SHARES[principal]
+        task = self.loop.create_task(self.pool.acquire(model, TOKENS[long], exclude, share))
+        request = Request(
+            self.seq, model, long, task, self.now, exclude=exclude, principal=principal
+        )
         self.waiting.append(request)
         admitted, failed = self.settle()
-        if isinstance(expected, set):
+        if displaced is not None:
+            assert [(r, type(e)) for r, e in failed] == [(displaced, QueueFull)]
+            assert request in self.waiting and not admitted
+            request.timeout_s = expected  # type: ignore[assignment]
+        elif isinstance(expected, set):
             assert [r for r, _ in admitted] == [request] and not failed
             lease = admitted[0][1]
             assert lease.provider_id in expected and lease.queued_ms == 0.0
@@ -241,6 +288,18 @@ class PoolMachine(RuleBasedStateMachine):
         if queued >= sum(self.params[pid].max_queue for pid in serving):
             return QueueFull
         return max(self.params[pid].timeout_s for pid in serving)
+
+    def displaced(self, model: str, principal: str) -> Request | None:
+        """The waiter a full queue gives up for a newcomer of ``principal``, if any."""
+        mine = [r for r in self.waiting if r.model == model]
+        counts = Counter(r.principal for r in mine)
+        if not mine:
+            return None  # max_queue 0: nobody ever waits
+        newest = {r.principal: r for r in sorted(mine, key=lambda r: r.seq)}
+        heaviest = max(counts, key=lambda p: (counts[p], newest[p].seq))
+        if counts[heaviest] < counts[principal] + 2:
+            return None
+        return newest[heaviest]
 
     @precondition(lambda self: self.held)
     @rule(data=st.data(), twice=st.booleans())
@@ -359,15 +418,19 @@ class PoolMachine(RuleBasedStateMachine):
                 assert params.long_slots is None or long_in_flight[pid] <= params.long_slots
             assert abs(lease.queued_ms - (self.now - request.enqueued_at) * 1000) < 1e-6
             assert pid not in request.exclude
-            for older in self.waiting:
-                if older.seq > request.seq:
+            for other in self.waiting:
+                # Every waiter still waiting that could have taken the slot it got...
+                fits = not other.long or request.long
+                if not (pid in self.routes(other.model) and fits and pid not in other.exclude):
                     continue
-                # FIFO within the model and class, and across models for the slot it took,
-                # for every older waiter that does not exclude that provider.
-                could_take = not older.long or request.long
-                assert not (
-                    pid in self.routes(older.model) and could_take and pid not in older.exclude
-                )
+                # ...ranks after it: FIFO within a principal (alike in aging), and a batch
+                # request that has not aged goes after every interactive one.
+                if other.principal == request.principal and other.aged(self.now) == request.aged(
+                    self.now
+                ):
+                    assert other.seq > request.seq
+                if request.batch and not request.aged(self.now):
+                    assert other.batch
 
     def check_waiter_failures(self, failed: list[tuple[Request, BaseException]]) -> None:
         for request, error in failed:

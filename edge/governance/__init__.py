@@ -1,0 +1,1 @@
+"""Per-principal governance: the limits and budgets a request is admitted under."""
