@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from edge.config.policies import Policy
 from edge.config.schema import Model
 from edge.dispatch import DispatchError, Lease, Share, estimate_input_tokens
 from edge.dispatch.estimate import requested_output_tokens
@@ -103,14 +104,15 @@ async def serve(
     estimated = estimate_input_tokens(run_body)
     run_args = (runtime, request.model, run_body, estimated, RUN_TIMEOUT_S)
     run_options: dict[str, Any] = {
-        "share": _fair_share(runtime, usage, request.model, endpoint, run_body, estimated),
         "on_attempt": functools.partial(_meter_attempt, usage),
         "endpoint": endpoint.name,
         "avoid": _others_than_state_holder(runtime, request),
     }
+    # The tokens it may use: reserved under its principal's limits, charged by fair queuing.
+    charge = estimated + requested_output_tokens(run_body, endpoint.max_tokens_keys)
     # Before the pool: a request over its principal's limits never queues (edge.governance).
-    reserve = estimated + requested_output_tokens(run_body, endpoint.max_tokens_keys)
-    admission = governance.admit(runtime, exchange, usage, request.model, reserve)
+    admission = governance.admit(runtime, exchange, usage, request.model, charge)
+    run_options["share"] = _fair_share(usage, admission.policy, charge)
     watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, asyncio.current_task()))
     try:
         if request.stream and endpoint.stream is not None:
@@ -135,20 +137,9 @@ async def serve(
         governance.settle(admission, usage)
 
 
-def _fair_share(
-    runtime: EdgeRuntime,
-    usage: Usage,
-    model: str,
-    endpoint: Endpoint,
-    body: dict[str, Any],
-    estimated_input_tokens: int,
-) -> Share:
-    """Whose request it is for the pool's fair queuing: its principal's weight and class,
-    charged by the tokens it may use (estimated input + requested output)."""
-    charge = estimated_input_tokens + requested_output_tokens(body, endpoint.max_tokens_keys)
-    policy = runtime.config.policy_for(usage.principal_ref, usage.token_ref, model)
-    if policy is None:
-        return Share(usage.principal_ref, charge=charge)
+def _fair_share(usage: Usage, policy: Policy, charge: int) -> Share:
+    """Whose request it is for the pool's fair queuing: its principal's weight and class (from
+    the policy its admission resolved), charged by the tokens it may use."""
     return Share(usage.principal_ref, policy.weight, policy.priority_class, charge)
 
 
