@@ -1,6 +1,6 @@
 """Weighted fair queuing across principals: who among the waiters goes first.
 
-Start-time fair queuing over one virtual clock for the whole pool. A waiter's *tag* is
+Start-time fair queuing over one virtual clock per model. A waiter's *tag* is
 ``max(virtual now - CREDIT_TOKENS / weight, its principal's last finish)``; its principal's
 finish moves on by ``charge / weight`` (charge: the request's estimated tokens). Waiters go in
 tag order, so each principal's tags only grow (FIFO within a principal) and a principal that
@@ -68,7 +68,7 @@ UNSHARED = Share()  # a request without a policy: weight 1, interactive
 
 
 class VirtualClock:
-    """The pool's virtual time and each principal's last finish tag."""
+    """A model's virtual time and each principal's last finish tag."""
 
     __slots__ = ("_finish", "_prune_at", "now")
 

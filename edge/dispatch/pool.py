@@ -30,7 +30,7 @@ from edge.dispatch.errors import (
     QueueFull,
     QueueTimeout,
 )
-from edge.dispatch.fair import BATCH, BATCH_AGING_SHARE, UNSHARED, Share, VirtualClock
+from edge.dispatch.fair import BATCH, BATCH_AGING_SHARE, UNSHARED, Share
 from edge.dispatch.lease import Lease
 from edge.dispatch.passive import HALF_OPEN, OPEN
 from edge.dispatch.snapshot import PoolSnapshot
@@ -63,7 +63,6 @@ class ProviderPool:
         self._cooling: set[ProviderState] = set()  # breakers open, waiting for their cooldown
         self._waiting = 0
         self._seq = itertools.count()
-        self._virtual = VirtualClock()
         self._queued: dict[str, int] = {}  # waiters by principal
         self._now: Callable[[], float] = time.monotonic  # the loop's clock, set by each wait
         self.apply_snapshot(snapshot)
@@ -143,7 +142,7 @@ class ProviderPool:
             now,
             exclude,
             principal=principal,
-            tags=self._virtual.tag(principal, share.weight, share.charge or tokens),
+            tags=group.virtual.tag(principal, share.weight, share.charge or tokens),
             batch=share.priority_class == BATCH,
             ages_at=now + timeout_s * BATCH_AGING_SHARE,
         )
@@ -228,10 +227,11 @@ class ProviderPool:
             self._queued[principal] = left
         else:
             del self._queued[principal]
+        virtual = waiter.group.virtual
         if granted:
-            self._virtual.granted(waiter.tag)
+            virtual.granted(waiter.tag)
         else:
-            self._virtual.withdrawn(principal, waiter.tag, waiter.finish)
+            virtual.withdrawn(principal, waiter.tag, waiter.finish)
 
     def _fail(self, waiter: Waiter, error: DispatchError) -> None:
         self._leave(waiter, granted=False)
@@ -283,16 +283,17 @@ class ProviderPool:
             first: Waiter | None = None
             first_rank = LAST
             for group in state.groups:
+                origin = group.virtual.now
                 for long in (False, True) if long_fits else (False,):
                     waiter = self._head(group, long, now)
-                    if waiter is not None and (rank := waiter.rank(now)) < first_rank:
+                    if waiter is not None and (rank := waiter.rank(now, origin)) < first_rank:
                         first, first_rank = waiter, rank
                 if group.picky:
                     for waiter in self._picky(group):
                         if (
                             (long_fits or not waiter.long)
                             and state.id not in waiter.exclude
-                            and (rank := waiter.rank(now)) < first_rank
+                            and (rank := waiter.rank(now, origin)) < first_rank
                         ):
                             first, first_rank = waiter, rank
             if first is None:
@@ -307,14 +308,18 @@ class ProviderPool:
         Waiters that exclude providers are each considered on their own.
         """
         now = self._now()
+        # Ranks count from each model's clock as it is now, so the heap stays ordered while
+        # grants move the clocks on (within a model the order is the tags' either way).
+        origins: dict[ModelGroup, float] = {}
         heads: list[tuple[tuple[bool, float, int], Waiter]] = []
         for group in groups:
+            origin = origins[group] = group.virtual.now
             for long in (False, True):
                 waiter = self._head(group, long, now)
                 if waiter is not None:
-                    heads.append((waiter.rank(now), waiter))
+                    heads.append((waiter.rank(now, origin), waiter))
             if group.picky:
-                heads.extend((waiter.rank(now), waiter) for waiter in self._picky(group))
+                heads.extend((waiter.rank(now, origin), waiter) for waiter in self._picky(group))
         heapq.heapify(heads)
         while heads:
             _, waiter = heapq.heappop(heads)
@@ -326,7 +331,7 @@ class ProviderPool:
                 continue
             following = self._head(waiter.group, waiter.long, now)
             if following is not None:
-                heapq.heappush(heads, (following.rank(now), following))
+                heapq.heappush(heads, (following.rank(now, origins[following.group]), following))
 
     def _fail_unservable(self, groups: Iterable[ModelGroup]) -> None:
         """Waiters that no provider would serve any more fail now instead of at their timeout."""

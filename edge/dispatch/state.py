@@ -10,6 +10,7 @@ import asyncio
 import heapq
 from collections.abc import Iterator
 
+from edge.dispatch.fair import VirtualClock
 from edge.dispatch.passive import Breaker
 from edge.dispatch.snapshot import ModelSpec, ProviderSpec
 
@@ -141,9 +142,12 @@ class Waiter:
     def __lt__(self, other: Waiter) -> bool:
         return self.tag < other.tag or (self.tag == other.tag and self.seq < other.seq)
 
-    def rank(self, now: float) -> tuple[bool, float, int]:
-        """Smaller goes first: interactive (or aged batch), then the fair tag, then arrival."""
-        return (self.batch and now < self.ages_at, self.tag, self.seq)
+    def rank(self, now: float, origin: float) -> tuple[bool, float, int]:
+        """Smaller goes first: interactive (or aged batch), then the fair tag, then arrival.
+
+        The tag counts from ``origin``, its model's virtual time, so waiters of models sharing
+        a provider compare by how far ahead of their own model's clock they are."""
+        return (self.batch and now < self.ages_at, self.tag - origin, self.seq)
 
 
 class WaitQueue:
@@ -212,6 +216,7 @@ class ModelGroup:
         "served",
         "spec",
         "tiers",
+        "virtual",
     )
 
     def __init__(self, model_id: str) -> None:
@@ -223,6 +228,9 @@ class ModelGroup:
         self.routes: list[GroupRoute] = []
         self.served: dict[str, str] = {}
         self.tiers: list[Tier] = []
+        # Fair queuing's clock: a principal's share is counted per model, so heavy use of one
+        # model costs it nothing on another.
+        self.virtual = VirtualClock()
 
     def set_routes(self, routes: list[GroupRoute], spec: ModelSpec) -> None:
         self.spec = spec

@@ -158,6 +158,63 @@ async def test_a_full_queue_turns_away_a_principal_as_heavy_as_the_others() -> N
         task.cancel()
 
 
+async def serve_backlog(pool: ProviderPool, model: str, share: Share, count: int) -> None:
+    """Queue ``count`` requests of ``share`` on ``model``'s one slot and serve them all."""
+    held = await pool.acquire(model, SHORT_TOKENS)
+    tasks = []
+    for _ in range(count):
+        depth = queue_depth(pool, model)
+        tasks.append(asyncio.create_task(pool.acquire(model, SHORT_TOKENS, share=share)))
+        await wait_until(lambda depth=depth: queue_depth(pool, model) == depth + 1)
+    for task in tasks:
+        held.release()
+        held = await task
+    held.release()
+
+
+async def test_a_principals_share_is_counted_per_model() -> None:
+    pool = make_pool(
+        [make_provider("pa", max_queue=64), make_provider("pb", max_queue=64)],
+        {"a": ["pa"], "b": ["pb"]},
+    )
+    await serve_backlog(pool, "a", HEAVY, 20)  # far past the credit, on model a
+    held = await pool.acquire("b", SHORT_TOKENS)
+    heavy = asyncio.create_task(pool.acquire("b", SHORT_TOKENS, share=HEAVY))
+    await wait_until(lambda: queue_depth(pool, "b") == 1)
+    light = asyncio.create_task(pool.acquire("b", SHORT_TOKENS, share=LIGHT))
+    await wait_until(lambda: queue_depth(pool, "b") == 2)
+
+    held.release()  # on b, heavy and light start even: the first to come goes first
+    served = await heavy
+    assert not light.done()
+    served.release()
+    (await light).release()
+
+
+async def test_waiters_of_models_sharing_a_provider_compare_by_their_own_models_clock() -> None:
+    pool = make_pool([make_provider("p1", max_queue=64)], {"a": ["p1"], "b": ["p1"]})
+    await serve_backlog(pool, "b", Share("old", charge=1000), 20)  # b's clock far ahead of a's
+    held = await pool.acquire("a", SHORT_TOKENS)
+    backlog = [await enqueue_on(pool, "a", Share("w", charge=100)) for _ in range(5)]
+    newcomer = await enqueue_on(pool, "b", Share("new", charge=100))
+
+    # w's last tag on a is 400 (ahead of a's clock by 400); new's on b is b's clock less its
+    # credit: smaller in b's terms, though a larger number than 400.
+    held.release()
+    first = await asyncio.wait_for(asyncio.shield(newcomer), 5)
+    assert not any(task.done() for task in backlog)
+    first.release()
+    for task in backlog:
+        (await task).release()
+
+
+async def enqueue_on(pool: ProviderPool, model: str, share: Share) -> asyncio.Task:
+    waiting = sum(queue_depth(pool, m) for m in ("a", "b"))
+    task = asyncio.create_task(pool.acquire(model, SHORT_TOKENS, share=share))
+    await wait_until(lambda: sum(queue_depth(pool, m) for m in ("a", "b")) == waiting + 1)
+    return task
+
+
 async def test_queued_by_principal_counts_waiters_until_they_leave() -> None:
     pool = one_slot_pool()
     held = await pool.acquire("chat", SHORT_TOKENS)

@@ -423,10 +423,13 @@ class PoolMachine(RuleBasedStateMachine):
                 fits = not other.long or request.long
                 if not (pid in self.routes(other.model) and fits and pid not in other.exclude):
                     continue
-                # ...ranks after it: FIFO within a principal (alike in aging), and a batch
-                # request that has not aged goes after every interactive one.
-                if other.principal == request.principal and other.aged(self.now) == request.aged(
-                    self.now
+                # ...ranks after it: FIFO within a principal on a model (alike in aging; shares
+                # are counted per model), and a batch request that has not aged goes after
+                # every interactive one.
+                if (
+                    other.principal == request.principal
+                    and other.model == request.model
+                    and other.aged(self.now) == request.aged(self.now)
                 ):
                     assert other.seq > request.seq
                 if request.batch and not request.aged(self.now):
