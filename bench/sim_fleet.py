@@ -247,8 +247,8 @@ class SimulatedNode:
             if whole is None:
                 return
             frame = whole
-        if frame["type"] == "ping":
-            await self._send(wire.pong(frame.get("ts")))
+        if frame["type"] == "ping" and frame.get("ts") is not None:
+            await self._send(wire.pong(frame["ts"]))
         elif frame["type"] == "run.request":
             await self._start_run(frame)
         elif frame["type"] == "run.cancel":

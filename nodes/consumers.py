@@ -171,8 +171,9 @@ class NodeConsumer(AsyncWebsocketConsumer):
             await self._config_ack(session, frame)
         elif frame["type"] == "provider.health":
             self._provider_health(session, frame)
-        elif frame["type"] == "ping":
-            await self.send_frame(wire.pong(frame.get("ts")))
+        elif frame["type"] == "ping" and frame.get("ts") is not None:
+            # Asked for an answer; a ping without a ts is a heartbeat, already heard above.
+            await self.send_frame(wire.pong(frame["ts"]))
 
     async def _run_event(self, session: NodeSession, frame: Mapping[str, Any], size: int) -> None:
         if not session.deliver(frame["run_id"], frame["event"], frame["data"], size):

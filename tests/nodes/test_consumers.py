@@ -189,3 +189,13 @@ async def test_status_answers_whatever_a_session_stored(
 def test_the_keep_alive_pings_only_a_node_quiet_for_an_interval(quiet_s, step) -> None:
     """A Node that pings on its own interval is never pinged back: half the keep-alive frames."""
     assert keep_alive_step(quiet_s, interval_s=2.0) == step
+
+
+async def test_a_ping_with_a_ts_gets_its_pong_and_a_heartbeat_none(
+    node: WebsocketCommunicator,
+) -> None:
+    await node.send_to(text_data=wire.encode(wire.ping()))
+    await node.send_to(text_data=wire.encode(wire.ping(3.5)))
+
+    # The first frame back answers the second ping: the heartbeat got nothing.
+    assert json.loads(await node.receive_from(timeout=5)) == wire.pong(3.5)

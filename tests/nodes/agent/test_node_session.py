@@ -32,7 +32,20 @@ async def test_it_pings_the_edge_on_its_own_so_a_busy_link_does_not_make_it_look
         await connection.handshake(fakes.make_node())
         first = await connection.expect("ping")
         second = await connection.expect("ping")
-    assert second["ts"] >= first["ts"]  # one every interval, without the Edge asking
+    # One every interval, without the Edge asking: heartbeats, which ask for no answer.
+    assert first == second == wire.ping()
+
+
+async def test_it_answers_a_ping_with_a_ts_and_not_a_heartbeat(
+    edge: Any, start_agent: Any, fakes: Any
+) -> None:
+    async with start_agent():
+        connection = await edge.next_connection()
+        await connection.handshake(fakes.make_node())
+        await connection.send(wire.ping())
+        await connection.send(wire.ping(7.0))
+        pong = await connection.expect("pong")
+    assert pong == wire.pong(7.0)  # the first pong there is answers the second ping
 
 
 async def test_it_acks_its_config_then_reports_health(
