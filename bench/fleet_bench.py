@@ -3,8 +3,9 @@
 For N = 100, 1,000 and 3,000 (``--sizes``), in one run:
 
 - in this process: parsing the config (CPU), a dry-run plan of one change (parse, validate,
-  classify) and the classification alone; and what freezing does to a full collection over the
-  Edge's runtime at that size;
+  classify) and the classification alone; the swap, the one step an apply takes on the event
+  loop (with freeing the config it replaces), of one change and of every Node reconfigured; and
+  what freezing does to a full collection over the Edge's runtime at that size;
 - the mirror sync (``bench/mirror_bench.py``) on SQLite, and on PostgreSQL when one answers at
   127.0.0.1:5432;
 - a real Edge (``run_edge``) and ``bench/sim_fleet.py`` in their own processes: the Edge's start,
@@ -81,6 +82,28 @@ def plan_figures(nodes: int, rounds: int) -> dict[str, float]:
         "plan_s": best_of(rounds, lambda: plan_refresh(running, candidate_text, mode="dry_run")),
         "classify_s": best_of(rounds, lambda: classify(running.canonical, candidate.canonical)),
     }
+
+
+def swap_figures(nodes: int) -> dict[str, float]:
+    """The loop's share of an apply: ``swap_config`` and dropping what it replaced, in ms."""
+
+    async def nowhere(batch: object) -> None:
+        return None
+
+    text = fleet_yaml(nodes)
+    runtime = EdgeRuntime(load_config_text(text), None, nowhere, nowhere)
+    for index in range(nodes):
+        runtime.pool.set_node_ready(f"node-{index:05d}", True)
+    figures = {}
+    candidates = {"swap_one_ms": one_change(text), "swap_fleet_ms": fleet_yaml(nodes, capacity=5)}
+    for key, candidate_text in candidates.items():
+        prepared = runtime.prepare(load_config_text(candidate_text))
+        gc.freeze()  # as the Edge keeps what lives on out of the collector's sight
+        started = time.perf_counter()
+        runtime.swap_config(prepared)  # the config it replaces is freed in this step
+        figures[key] = (time.perf_counter() - started) * 1000
+    gc.unfreeze()
+    return figures
 
 
 def collection_figures(nodes: int) -> dict[str, float]:
@@ -275,6 +298,10 @@ def report(nodes: int, figures: dict[str, Any]) -> None:
         ("dry-run plan (CPU)", f"{plan['plan_s'] * 1000:.0f} ms"),
         ("classify (CPU)", f"{plan['classify_s'] * 1000:.0f} ms"),
         (
+            "swap on the loop: one change / every Node",
+            f"{plan['swap_one_ms']:.1f} / {plan['swap_fleet_ms']:.0f} ms",
+        ),
+        (
             "full collection, unfrozen / frozen",
             f"{gc_figures['full_collection_ms']:.0f} / "
             f"{gc_figures['full_collection_frozen_ms']:.1f} ms",
@@ -328,7 +355,7 @@ def main() -> None:
     for nodes in sizes:
         with tempfile.TemporaryDirectory(prefix="iop-fleet-") as workdir:
             figures = {
-                "plan": plan_figures(nodes, rounds),
+                "plan": plan_figures(nodes, rounds) | swap_figures(nodes),
                 "gc": collection_figures(nodes),
                 "mirror": mirror_figures(nodes, args.quick),
                 "fleet": fleet_figures(nodes, Path(workdir)),

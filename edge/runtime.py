@@ -18,6 +18,7 @@ from typing import Any
 
 from edge.config import EdgeConfig
 from edge.config.parse_worker import ParseWorker
+from edge.config.sharing import sharing_unchanged
 from edge.config.schema import Model, PrincipalToken
 from edge.config.yaml_source import parse_yaml
 from edge.dispatch import (
@@ -123,7 +124,8 @@ class EdgeRuntime:
 
     def prepare(self, config: EdgeConfig) -> PreparedConfig:
         """Build what ``swap_config`` swaps in. Safe in another thread: it reads only immutable
-        objects (the snapshot in force, whose unchanged specs the new one shares)."""
+        objects (the config and snapshot in force, whose unchanged pieces the new ones share)."""
+        config = sharing_unchanged(config, self.config)
         return PreparedConfig(
             config,
             snapshot_from_config(config, self.snapshot),

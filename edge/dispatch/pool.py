@@ -65,6 +65,7 @@ class ProviderPool:
         self._seq = itertools.count()
         self._queued: dict[str, int] = {}  # waiters by principal
         self._now: Callable[[], float] = time.monotonic  # the loop's clock, set by each wait
+        self._snapshot: PoolSnapshot | None = None  # the one in force
         self.apply_snapshot(snapshot)
 
     # -- admission ---------------------------------------------------------------------------
@@ -357,11 +358,19 @@ class ProviderPool:
         keeps its context class and deadline.
 
         The work follows what changed: a provider or model whose spec is the object already in
-        force is left as it is (``PoolSnapshot.sharing``).
+        force is left as it is, and a snapshot built over the one in force
+        (``PoolSnapshot.sharing``) has only its delta's providers visited.
         """
-        providers: dict[str, ProviderState] = {}
+        delta = snapshot.delta_over(self._snapshot)
+        if delta is None:
+            providers: dict[str, ProviderState] = {}
+            specs, gone = snapshot.providers, list(self._providers.items())
+        else:
+            providers = dict(self._providers)
+            specs = delta.providers
+            gone = [(pid, self._providers[pid]) for pid in delta.dropped_provider_ids]
         touched: dict[str, ProviderState] = {}  # new or changed specs, by provider id
-        for spec in snapshot.providers:
+        for spec in specs:
             state = self._providers.get(spec.id)
             if state is not None and state.spec is spec and state.listed:
                 providers[spec.id] = state
@@ -380,10 +389,15 @@ class ProviderPool:
                 state.adopt(spec)
             providers[spec.id] = state
             touched[spec.id] = state
-        for provider_id, state in self._providers.items():
+        for provider_id, state in gone:
             if providers.get(provider_id) is not state and state.listed:
                 self._orphan(state)
-            if provider_id not in providers and not state.idle:
+            if delta is not None and providers.get(provider_id) is state:
+                # Dropped from the snapshot: orphaned, and kept only while leases hold it.
+                self._orphan(state)
+                if state.idle:
+                    del providers[provider_id]
+            elif provider_id not in providers and not state.idle:
                 providers[provider_id] = state  # dropped once its last lease is released
 
         groups: dict[str, ModelGroup] = {}
@@ -408,6 +422,7 @@ class ProviderPool:
                 if group in route.state.groups:
                     route.state.groups.remove(group)
 
+        self._snapshot = snapshot
         self._threshold = snapshot.long_context_threshold_tokens
         self._passive = snapshot.passive_health
         self._providers = providers
