@@ -18,8 +18,8 @@ from typing import Any
 
 from edge.config import EdgeConfig
 from edge.config.parse_worker import ParseWorker
-from edge.config.sharing import sharing_unchanged
 from edge.config.schema import Model, PrincipalToken
+from edge.config.sharing import sharing_unchanged
 from edge.config.yaml_source import parse_yaml
 from edge.dispatch import (
     EdgeShuttingDown,
