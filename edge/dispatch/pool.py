@@ -369,7 +369,11 @@ class ProviderPool:
             providers = dict(self._providers)
             specs = delta.providers
             gone = [(pid, self._providers[pid]) for pid in delta.dropped_provider_ids]
-        touched: dict[str, ProviderState] = {}  # new or changed specs, by provider id
+        # Of the new or changed specs, the ones whose place in their models' tiers may have moved
+        # (new, back, or of another priority) and whose usability may have (also enabled or
+        # not): a change of capacity alone needs neither looked at again.
+        retiered: dict[str, ProviderState] = {}
+        reassessed: list[ProviderState] = []
         for spec in specs:
             state = self._providers.get(spec.id)
             if state is not None and state.spec is spec and state.listed:
@@ -383,12 +387,21 @@ class ProviderPool:
             if state is None:
                 state = ProviderState(spec)
                 self._by_node.setdefault(spec.node_id, []).append(state)
+                retiered[spec.id] = state
+                reassessed.append(state)
             else:
+                old = state.spec
                 if not state.listed:  # back in the snapshot before its last lease was released
                     self._by_node.setdefault(spec.node_id, []).append(state)
+                    retiered[spec.id] = state
+                    reassessed.append(state)
+                else:
+                    if old.priority != spec.priority:
+                        retiered[spec.id] = state
+                    if old.enabled != spec.enabled:
+                        reassessed.append(state)
                 state.adopt(spec)
             providers[spec.id] = state
-            touched[spec.id] = state
         for provider_id, state in gone:
             if providers.get(provider_id) is not state and state.listed:
                 self._orphan(state)
@@ -405,7 +418,7 @@ class ProviderPool:
             group = self._groups.get(model.id)
             if group is None:
                 group = ModelGroup(model.id)
-            elif group.spec is model and not _routes_touched(model.routes, touched):
+            elif group.spec is model and not _routes_touched(model.routes, retiered):
                 groups[model.id] = group
                 continue
             for route in group.routes:
@@ -427,7 +440,7 @@ class ProviderPool:
         self._passive = snapshot.passive_health
         self._providers = providers
         self._groups = groups
-        for state in touched.values():
+        for state in reassessed:
             self._refresh_usable(state)
 
         for group in vanished:
@@ -634,7 +647,7 @@ class ProviderPool:
 
 
 def _routes_touched(routes: Mapping[str, str], touched: Mapping[str, ProviderState]) -> bool:
-    """Whether a model's routes reach a provider whose spec changed (its tier may have moved)."""
+    """Whether a model's routes reach one of these providers (whose tier may have moved)."""
     if len(touched) < len(routes):
         return any(provider_id in routes for provider_id in touched)
     return any(provider_id in touched for provider_id in routes)
