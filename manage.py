@@ -7,6 +7,9 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "iop_site.settings")
+    from iop_site import event_loop
+
+    event_loop.install(sys.argv, os.environ)  # before Django loads daphne, which makes its loop
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -1,8 +1,9 @@
 """Gateway benchmark: an Edge and a Node (`openai_http`) in front of a fast mock upstream.
 
 Measures, in one run and against the mock called directly: req/s, p50 and p99 at concurrency 32
-(non-stream and stream), unloaded p50 and time to first token, and the RSS of Edge and Node.
-The last line printed is one JSON object.
+(non-stream and stream), unloaded p50 and time to first token (with the raw load generator, and
+with an httpx client against httpx to the mock), and the RSS of Edge and Node. The last line
+printed is one JSON object.
 
     python bench/gateway_bench.py [--quick]
 """
@@ -20,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import yaml
 from edge_stack import EdgeProcess, free_port, rss_mb, spawn, stop, wait_for
 from loadgen import Result, build_request, run_load
@@ -50,8 +52,15 @@ def node_ready(edge: EdgeProcess) -> bool:
 class Stack:
     """The mock upstream, the Edge and the Node as subprocesses."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        mock: tuple[str, ...] = ("bench/mock_upstream.py",),
+        capacity: int = 256,
+    ) -> None:
         self.workdir = workdir
+        self.mock_command = mock  # the upstream's script and its options (the port goes second)
+        self.capacity = capacity
         self.mock_port, self.edge_port, self.admin_port = free_port(), free_port(), free_port()
         self.client_token = f"bench-{secrets.token_urlsafe(16)}"
         self.node_token = f"bench-node-{secrets.token_urlsafe(16)}"
@@ -93,7 +102,7 @@ class Stack:
                             "id": "mock-1",
                             "adapter": "mock",
                             "served_models": ["mock"],
-                            "capacity": 256,
+                            "capacity": self.capacity,
                         }
                     ],
                 }
@@ -107,7 +116,9 @@ class Stack:
         self.edge = EdgeProcess(self.workdir, config_path, self.edge_port, self.admin_port)
         log = self.edge.log
         self.mock = spawn(
-            [sys.executable, "bench/mock_upstream.py", str(self.mock_port)], self.edge.env, log
+            [sys.executable, self.mock_command[0], str(self.mock_port), *self.mock_command[1:]],
+            self.edge.env,
+            log,
         )
         self.processes.append(self.mock)
         self.edge.migrate()
@@ -168,9 +179,40 @@ def measure(stack: Stack, seconds: float, unloaded_requests: int) -> dict:
         "direct_stream_unloaded": load(direct, STREAM_BODY, 1, 30, unloaded_requests),
         "edge_stream_unloaded": load(edge, STREAM_BODY, 1, 30, unloaded_requests),
     }
+    results["httpx"] = {
+        name: httpx_unloaded(port, token, unloaded_requests)
+        for name, port, token in (
+            ("direct", stack.mock_port, None),
+            ("edge", stack.edge_port, stack.client_token),
+        )
+    }
     time.sleep(1.5)  # resident memory once the run has settled, as an operator would see it
     results["rss"] = {"edge": rss_mb(stack.edge.pid), "node": rss_mb(stack.node.pid)}
     return results
+
+
+def httpx_unloaded(port: int, token: str | None, requests: int) -> dict[str, float]:
+    """p50 of a whole answer and of the time to the first SSE event, one request at a time
+    through one keep-alive httpx client: the client most Python callers use."""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    whole, first = [], []
+    with httpx.Client(headers=headers, timeout=30) as client:
+        for _ in range(requests):
+            started = time.perf_counter()
+            client.post(url, content=BODY).raise_for_status()
+            whole.append((time.perf_counter() - started) * 1000)
+        for _ in range(requests):
+            started = time.perf_counter()
+            with client.stream("POST", url, content=STREAM_BODY) as response:
+                lines = response.iter_lines()
+                for line in lines:
+                    if line.startswith("data:"):
+                        first.append((time.perf_counter() - started) * 1000)
+                        break
+                for _ in lines:  # to its end, so the connection is reused
+                    pass
+    return {"p50_ms": Result(whole).percentile(50), "ttft_ms": Result(first).percentile(50)}
 
 
 def report(results: dict) -> dict:
@@ -201,6 +243,15 @@ def report(results: dict) -> dict:
         f"time to first token, unloaded p50: direct {direct_ttft:.2f} ms, Edge {edge_ttft:.2f} ms"
     )
     print(f"added p50 unloaded: {added_p50:.2f} ms; added TTFT: {edge_ttft - direct_ttft:.2f} ms")
+    via_httpx = results["httpx"]
+    added_p50_httpx = via_httpx["edge"]["p50_ms"] - via_httpx["direct"]["p50_ms"]
+    added_ttft_httpx = via_httpx["edge"]["ttft_ms"] - via_httpx["direct"]["ttft_ms"]
+    print(
+        f"httpx, unloaded p50: direct {via_httpx['direct']['p50_ms']:.2f} ms, Edge "
+        f"{via_httpx['edge']['p50_ms']:.2f} ms (added {added_p50_httpx:.2f}); time to first "
+        f"token: direct {via_httpx['direct']['ttft_ms']:.2f} ms, Edge "
+        f"{via_httpx['edge']['ttft_ms']:.2f} ms (added {added_ttft_httpx:.2f})"
+    )
     print(
         f"RSS: Edge {rss['edge']:.1f} MB, Node {rss['node']:.1f} MB, "
         f"together {rss['edge'] + rss['node']:.1f} MB"
@@ -213,6 +264,8 @@ def report(results: dict) -> dict:
         "p99_ms": round(results["edge"].percentile(99), 3),
         "added_p50_ms": round(added_p50, 3),
         "added_ttft_ms": round(edge_ttft - direct_ttft, 3),
+        "added_p50_httpx_ms": round(added_p50_httpx, 3),
+        "added_ttft_httpx_ms": round(added_ttft_httpx, 3),
         "edge_rss_mb": round(rss["edge"], 1),
         "node_rss_mb": round(rss["node"], 1),
         "direct_rps": round(results["direct"].rps, 1),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from edge.config import EdgeConfig
+from edge.config.overrides import BoundListeners, pin_listeners
 from edge.config.parse_worker import ParseWorker
 from edge.config.schema import Model, PrincipalToken
 from edge.config.sharing import sharing_unchanged
@@ -29,6 +30,7 @@ from edge.dispatch import (
     snapshot_from_config,
 )
 from edge.governance.limits import Limiter
+from edge.ha.role import Leadership
 from edge.memory import freeze_long_lived, return_free_memory
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
@@ -99,11 +101,15 @@ class EdgeRuntime:
         write_acks: Callable[[list[RevisionAcks]], Awaitable[None]],
         *,
         owns_process: bool = False,
+        bound: BoundListeners | None = None,
     ) -> None:
         """``owns_process``: the runtime is its process's reason to be (``run_edge``), so what
         is alive after each swap is frozen out of the collector's sight (``freeze_long_lived``)
-        and candidates are parsed in a worker process (``parse_candidate``)."""
+        and candidates are parsed in a worker process (``parse_candidate``). ``bound``: the
+        listeners the process serves on (``run_edge --listen``), kept over every config."""
         self.owns_process = owns_process
+        self.bound = bound
+        config = pin_listeners(config, bound)
         self._parse_worker = ParseWorker() if owns_process else None
         self.config = config
         self.config_path = config_path
@@ -121,11 +127,16 @@ class EdgeRuntime:
         self.drain = Drain()
         # Per-principal limits and budgets (`openai.policies`), counted across config swaps.
         self.limiter = Limiter()
+        # Leader or standby (`edge.ha`); a single Edge always leads (edge.ha.role).
+        self.leadership = Leadership(config.edge.ha)
+        # In HA, run first in an apply's database transaction: refuses it unless this Edge
+        # still holds the leader lock (edge.ha.cluster.leader_commit_guard). Blocks: a thread's.
+        self.commit_guard: Callable[[], None] | None = None
 
     def prepare(self, config: EdgeConfig) -> PreparedConfig:
         """Build what ``swap_config`` swaps in. Safe in another thread: it reads only immutable
         objects (the config and snapshot in force, whose unchanged pieces the new ones share)."""
-        config = sharing_unchanged(config, self.config)
+        config = sharing_unchanged(pin_listeners(config, self.bound), self.config)
         return PreparedConfig(
             config,
             snapshot_from_config(config, self.snapshot),

@@ -1,7 +1,8 @@
 """ASGI entry point: a Channels ProtocolTypeRouter, routing by listener and path.
 
 `/v1/` and the OpenAI API's paths without it (`/models`, `/chat/completions`, `/completions`,
-`/embeddings`, `/responses`) go to the lean OpenAI ASGI app, `/ws/node/` to the Node consumer,
+`/embeddings`, `/responses`) go to the lean OpenAI ASGI app, `/health/leader` (public listener)
+answers whether this Edge leads (`edge.ha.health`), `/ws/node/` to the Node consumer,
 everything else to Django (the admin UI; the operator API `POST /refresh` and `GET /status`),
 each only on the listener that serves it. A websocket to any other path is accepted, then closed
 with 4404.
@@ -18,6 +19,7 @@ django_asgi_app = get_asgi_application()
 # These need Django set up first.
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from edge.ha.health import LEADER_HEALTH_PATH, leader_health  # noqa: E402
 from edge.openai_api.app import is_api_path, openai_app  # noqa: E402
 from edge.startup import ensure_runtime  # noqa: E402
 from iop_site.listeners import OPENAI, PUBLIC, listener_of, serves_openai_api  # noqa: E402
@@ -34,6 +36,9 @@ CLOSE_NOT_FOUND = 4404
 async def http_router(scope: dict[str, Any], receive: Any, send: Any) -> None:
     ensure_runtime()
     listener = listener_of(scope)
+    if scope["path"] == LEADER_HEALTH_PATH and listener == PUBLIC:
+        await leader_health(scope, send)  # for load balancers (edge.ha)
+        return
     if is_api_path(scope["path"]):
         if serves_openai_api(listener):
             await openai_app(scope, receive, send)

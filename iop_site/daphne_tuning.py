@@ -61,6 +61,7 @@ def install() -> None:
 
     from edge.openai_api.app import body_too_large
     from edge.operator_api.errors import BODY_TOO_LARGE
+    from iop_site import twisted_writes
     from iop_site.listeners import OPERATOR, listener_of_port
 
     http._parseContentType = media_type
@@ -110,10 +111,12 @@ def install() -> None:
     def http_factory(server: Any) -> HTTPFactory | PeerLimit:
         factory = HTTPFactory(server)
         factory.timeOut = read_timeout
+        factory.log = twisted_writes.no_access_log  # run_edge sends Twisted's log nowhere
         return PeerLimit(factory, per_peer, cap_loopback) if per_peer else factory
 
     # daphne's Server builds its factory when it runs; this is the one it listens with.
     daphne.server.HTTPFactory = http_factory
+    twisted_writes.install()
 
 
 class PeerLimit(WrappingFactory):

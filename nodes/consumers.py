@@ -47,6 +47,8 @@ REFUSED_SIGN_INS = LogLimit("node websocket")
 IDS_SHOWN = 3
 
 DROP, PING, WAIT = "drop", "ping", "wait"
+# Told to each Node in its `config`: the frames this Edge takes beyond protocol 1's (wire.md).
+EDGE_FEATURES = [wire.FEATURE_BATCH]
 
 
 def keep_alive_step(quiet_s: float, interval_s: float) -> str:
@@ -69,6 +71,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
     # Set in connect(); defaults so that disconnect() is safe whatever connect() got to.
     session: NodeSession | None = None
     keepalive: asyncio.Task[None] | None = None
+    closing = False  # a refusal is closing the session: the rest of a batch is not read
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale DB connections before every event, a thread hop per frame. The
@@ -111,6 +114,11 @@ class NodeConsumer(AsyncWebsocketConsumer):
         token = bearer_token(headers.get(b"authorization", b""))
         # Accept first, then close: real clients only see the close code after a handshake.
         await self.accept()
+        if not self.runtime.leadership.admitting:
+            # A standby (`edge.ha`): the Node moves on to its next Edge URL. (Daphne sends no
+            # close reason: the code says it, and the Node names it.)
+            await self.close(code=wire.CLOSE_STANDBY)
+            return
         if node is None or token is None or not token_matches(token, node.token_hash_sha256):
             REFUSED_SIGN_INS.warning(
                 log, "node websocket refused: %s", "unknown node" if node is None else "bad token"
@@ -155,13 +163,22 @@ class NodeConsumer(AsyncWebsocketConsumer):
             return
         self.last_heard = time.monotonic()
         text = text_data if text_data is not None else bytes_data or b""
+        await self._frame(session, text, wire.NODE_TO_EDGE)
+
+    async def _frame(self, session: NodeSession, text: str | bytes, accept: frozenset[str]) -> None:
+        """One frame's text, alone or out of a batch (``accept``: the types it may be)."""
         try:
-            frame = wire.decode(text, accept=wire.NODE_TO_EDGE)
+            frame = wire.decode(text, accept=accept)
         except wire.FrameError as exc:
             await self._bad_frame(session, text, exc)
             return
         # Compared on the frame itself, so the type checker narrows it to that frame's shape.
-        if frame["type"] == "run.event":
+        if frame["type"] == "batch":
+            for inner in frame["frames"]:
+                if session.closed or self.closing:
+                    return  # a frame of this batch ended the session
+                await self._frame(session, inner, wire.BATCHED_NODE_TO_EDGE)
+        elif frame["type"] == "run.event":
             await self._run_event(session, frame, len(text))
         elif frame["type"] == "part":
             await self._part(session, frame)
@@ -227,7 +244,9 @@ class NodeConsumer(AsyncWebsocketConsumer):
         config = self.runtime.config
         node = config.node(self.node_id)
         if node is not None:
-            await self.send_frame(wire.config(config.revision, node_canonical(node)))
+            await self.send_frame(
+                wire.config(config.revision, node_canonical(node), features=EDGE_FEATURES)
+            )
 
     async def _config_ack(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
         if frame.get("refresh_id"):
@@ -273,6 +292,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
         self.bad_frames += counts
         await self.send(text_data=wire.encode(wire.error(code, message)))
         if fatal or self.bad_frames >= MAX_BAD_FRAMES:
+            self.closing = True
             log.warning(
                 "node %s: closing after bad frames (%s)", getattr(self, "node_id", "?"), message
             )

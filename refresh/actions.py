@@ -27,6 +27,7 @@ from django.db import transaction
 from edge.config import EdgeConfig
 from edge.config.canonical import node_canonical
 from edge.config.schema import Node
+from edge.ha.role import NotLeading
 from edge.memory import collection_paused, freeze_long_lived
 from edge.metrics import METRICS
 from edge.mirror import import_config
@@ -261,7 +262,13 @@ async def _apply(
     result.status = "applied"
     record = _new_record(result, config_yaml, requester)
     try:
-        await _persist(runtime.config_path, candidate, config_yaml, record)
+        await _persist(runtime.config_path, candidate, config_yaml, record, runtime.commit_guard)
+    except NotLeading as exc:
+        # Nothing was applied: this Edge lost the lead while planning; the new leader decides.
+        result.status = "invalid"
+        result.errors = [{"path": "edge.ha", "message": str(exc)}]
+        await _record(result, config_yaml, requester)
+        return
     except OSError as exc:
         # Nothing was applied: mirror and record rolled back, the runtime was not touched.
         result.status = "invalid"
@@ -281,7 +288,11 @@ async def _apply(
 
 @database_sync_to_async
 def _persist(
-    config_path: Path | None, candidate: EdgeConfig, config_yaml: str, record: RefreshRecord
+    config_path: Path | None,
+    candidate: EdgeConfig,
+    config_yaml: str,
+    record: RefreshRecord,
+    guard: Callable[[], None] | None = None,
 ) -> None:
     """Mirror, record and config file together: a file that cannot be written rolls the mirror
     and the record back, and no applied revision is ever committed without its record.
@@ -290,6 +301,8 @@ def _persist(
     from the file when the operator edited the file in place before this apply.
     """
     with transaction.atomic():
+        if guard is not None:
+            guard()  # first: the new leader's takeover reads the revision after this commits
         running = ConfigRevision.objects.filter(active=True).first()
         import_config(candidate, config_yaml, source="refresh")
         record.save()

@@ -25,6 +25,7 @@ from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods
 
 from edge.admin_mixins import ReadOnlyAdmin, hash_display, status_badge
+from edge.ha.role import STANDBY_REFRESH_REFUSAL
 from edge.runtime import get_runtime, runtime_installed
 from refresh.actions import run_refresh
 from refresh.actor import by_admin
@@ -259,6 +260,8 @@ def _refusal(record: RefreshRecord, fate: Outcome | None) -> str:
         return f"This plan was already applied: {describe(fate, record.base_revision)}"
     if not runtime_installed():
         return "This process does not run the Edge; apply from its admin."
+    if not get_runtime().leadership.admitting:
+        return STANDBY_REFRESH_REFUSAL
     return ""
 
 

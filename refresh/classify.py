@@ -243,6 +243,8 @@ def _with_defaults(canonical: Mapping[str, Any]) -> dict[str, Any]:
     filled = {**default_sections(), **canonical}
     if isinstance(filled.get("openai"), Mapping):
         filled["openai"] = {"policies": [], **filled["openai"]}
+    if isinstance(filled.get("edge"), Mapping):
+        filled["edge"] = {"ha": False, **filled["edge"]}  # `edge.ha: false → true`
     return filled
 
 

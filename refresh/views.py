@@ -8,6 +8,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from edge.ha.role import EDGE_STANDBY, STANDBY_REFRESH_REFUSAL, STANDBY_RETRY_AFTER_S
 from edge.operator_api.base import OperatorAPIView
 from edge.runtime import get_runtime
 from refresh.actions import run_refresh
@@ -46,6 +47,12 @@ class RefreshView(OperatorAPIView):
         summary="Dry-run or apply a config refresh",
     )
     def post(self, request: Request) -> Response:
+        if not get_runtime().leadership.admitting:
+            return Response(
+                {"detail": STANDBY_REFRESH_REFUSAL, "code": EDGE_STANDBY},
+                status=503,
+                headers={"Retry-After": str(STANDBY_RETRY_AFTER_S)},
+            )
         body = RefreshRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

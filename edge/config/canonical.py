@@ -107,6 +107,8 @@ def build_canonical(
             "listen": edge.listen,
             "admin_listen": edge.admin_listen,
             "bootstrap_path": edge.bootstrap_path,
+            # Added later: left out when off, so older configs keep their revision.
+            **({"ha": True} if edge.ha else {}),
         },
         "control_plane": {"url": control_plane.url},
         "openai": {

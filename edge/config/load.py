@@ -67,7 +67,7 @@ TOP_KEYS = (
     "nodes",
     "models",
 )
-EDGE_KEYS = ("id", "listen", "admin_listen", "bootstrap_path")
+EDGE_KEYS = ("id", "listen", "admin_listen", "bootstrap_path", "ha")
 OPENAI_KEYS = (
     "listen",
     "long_context_threshold_tokens",
@@ -216,9 +216,10 @@ def _edge(fields: Fields, raw: Any) -> EdgeSection | None:
     bootstrap = fields.string(data, "bootstrap_path", "edge", default=DEFAULT_BOOTSTRAP_PATH)
     if bootstrap == "":
         fields.error("edge.bootstrap_path", "must not be empty")
-    if edge_id is None or listen is None or admin_listen is None or bootstrap is None:
+    ha = fields.boolean(data, "ha", "edge", default=False)
+    if edge_id is None or listen is None or admin_listen is None or bootstrap is None or ha is None:
         return None
-    return EdgeSection(edge_id, listen, admin_listen, bootstrap)
+    return EdgeSection(edge_id, listen, admin_listen, bootstrap, ha)
 
 
 def _listen(fields: Fields, data: dict, key: str, path: str, default: str | None) -> str | None:

@@ -24,6 +24,8 @@ class EdgeSection:
     listen: str
     admin_listen: str
     bootstrap_path: str
+    # High availability (`edge.ha`): Edges of this id share a PostgreSQL leader lock.
+    ha: bool = False
 
 
 @dataclass(frozen=True, slots=True)

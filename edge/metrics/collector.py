@@ -24,9 +24,10 @@ PASSIVE_STATES = (CLOSED, OPEN, HALF_OPEN)
 class PoolCollector(Collector):
     """The pool's state as Prometheus families; a provider's node is a label beside its id."""
 
-    def __init__(self, reading: PoolReading, usage_dropped: int) -> None:
+    def __init__(self, reading: PoolReading, usage_dropped: int, *, leader: bool = True) -> None:
         self._reading = reading
         self._usage_dropped = usage_dropped
+        self._leader = leader
 
     def collect(self) -> Iterator[Metric]:
         config = self._reading.config
@@ -35,6 +36,13 @@ class PoolCollector(Collector):
             "The Edge and the config revision it runs.",
             value={"edge": config.edge.id, "revision": config.revision},
         )
+        leader = GaugeMetricFamily(
+            "iop_edge_leader",
+            "1 when this Edge leads (serves the pool), 0 when it is a standby (edge.ha).",
+            labels=("edge_id",),
+        )
+        leader.add_metric([config.edge.id], 1 if self._leader else 0)
+        yield leader
         yield from self._providers()
         yield from self._queues()
         yield from self._nodes()

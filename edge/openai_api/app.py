@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 
 from edge.config.schema import PrincipalToken
+from edge.ha.role import EDGE_STANDBY, STANDBY_RETRY_AFTER_S
 from edge.metrics import METRICS
 from edge.openai_api.chat import CHAT, COMPLETIONS
 from edge.openai_api.cors import ALLOWED_METHODS, allowed_origin, answer_headers, preflight_headers
@@ -79,6 +80,13 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
                 "The Edge is shutting down; retry the request.",
                 code=EDGE_DRAINING,
                 retry_after=DRAINING_RETRY_AFTER_S,
+            )
+        if not runtime.leadership.admitting:
+            raise APIError(
+                503,
+                "This Edge is a standby; send the request to the leading Edge.",
+                code=EDGE_STANDBY,
+                retry_after=STANDBY_RETRY_AFTER_S,
             )
         endpoint = _ENDPOINTS.get(path)
         if endpoint is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from edge.dispatch import DispatchError, NoProviderAvailable
 from edge.dispatch.errors import QUEUE_RETRY_AFTER_S
+from edge.ha.role import EDGE_STANDBY
 from edge.runs import DEADLINE_EXCEEDED, UPSTREAM_AUTH_FAILED, RunFailed
 from edge.runtime import EDGE_SHUTTING_DOWN
 from nodes import wire
@@ -27,6 +28,7 @@ _TYPES = {
 _RUN_FAILURE_STATUSES = {
     DEADLINE_EXCEEDED: 504,
     EDGE_SHUTTING_DOWN: 503,
+    EDGE_STANDBY: 503,  # the Edge stopped leading while the run went on (edge.ha)
     REQUEST_TOO_LARGE: 413,
 }
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from edge.runs import ActiveRun, CompletedRun, RunFailed, complete_run, open_run
 from edge.runtime import EdgeRuntime
 from edge.usage import Usage
 from nodes import wire
+from nodes.wire import json_text
 
 # Read once: Django's settings object is lazy and costs a lookup per attribute on the hot path.
 RUN_TIMEOUT_S: float = settings.IOP_RUN_TIMEOUT_S
@@ -259,7 +259,7 @@ async def _answer_whole(call: Call, endpoint: Endpoint, run: CompletedRun, send:
     counts = _finish_usage(call.usage, run)
     if endpoint.fill_usage and body.get("usage") is None:
         body["usage"] = counts
-    await send_json(send, 200, json.dumps(body).encode(), exchange.headers)
+    await send_json(send, 200, json_text.dumps_bytes(body), exchange.headers)
 
 
 async def _relay_stream(call: Call, form: StreamFormat, run: ActiveRun, send: Send) -> None:

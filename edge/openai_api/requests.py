@@ -5,7 +5,6 @@ Chat completions here; the other endpoints' bodies in ``edge.openai_api.endpoint
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
@@ -13,6 +12,7 @@ from typing import Any
 
 from edge.config.schema import Generation
 from edge.openai_api.errors import APIError, invalid
+from nodes.wire import json_text
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 MAX_N = 128  # choices per request, as OpenAI allows
@@ -41,7 +41,7 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     if _nested_too_deeply(raw):
         raise invalid(_TOO_DEEP)
     try:
-        body = json.loads(raw)
+        body = json_text.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise invalid("The request body is not valid JSON.") from None
     except RecursionError:  # deep nesting the count above missed (the body is not UTF-8 JSON)

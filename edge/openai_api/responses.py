@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from edge.openai_api.errors import APIError
+from nodes.wire import json_text
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
@@ -21,7 +21,11 @@ SSE_DONE = b"data: [DONE]\n\n"
 
 
 async def send_json(send: Send, status: int, body: bytes, headers: Headers) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": [JSON_TYPE, *headers]})
+    # With its length the answer goes out as it is: no chunked framing for the server to write
+    # around it, nor for the client to take apart.
+    length = (b"content-length", b"%d" % len(body))
+    start = [JSON_TYPE, length, *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -30,4 +34,4 @@ async def send_error(send: Send, error: APIError, headers: Headers) -> None:
 
 
 def sse_event(data: Any) -> bytes:
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + json_text.dumps_bytes(data) + b"\n\n"

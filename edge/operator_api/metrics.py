@@ -28,7 +28,10 @@ async def _read_metrics() -> tuple[MetricsSnapshot, PoolCollector]:
     # On the event loop that updates the metrics and owns the pool (DRF views run in a worker
     # thread): copies, so that rendering them there races with nothing.
     runtime = get_runtime()
-    return METRICS.snapshot(), PoolCollector(read_pool(runtime), runtime.usage.dropped)
+    collector = PoolCollector(
+        read_pool(runtime), runtime.usage.dropped, leader=runtime.leadership.admitting
+    )
+    return METRICS.snapshot(), collector
 
 
 class TextOrJSONErrors(BaseContentNegotiation):

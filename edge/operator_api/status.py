@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from edge.governance.figures import principal_figures
+from edge.ha.role import Leadership
 from edge.memory import COLLECTION_TIMES
 from edge.operator_api.base import OperatorAPIView
 from edge.runtime import get_runtime
@@ -31,6 +32,9 @@ async def runtime_status() -> dict[str, Any]:
     stats = runtime.pool.stats()
     return {
         "edge": runtime.config.edge.id,
+        # "leader" or "standby" (`edge.ha`); a single Edge always leads (docs/operations.md).
+        "role": runtime.leadership.role,
+        "ha": _ha(runtime.leadership),
         "revision": runtime.config.revision,
         "nodes": {
             session.node_id: {
@@ -54,6 +58,13 @@ async def runtime_status() -> dict[str, Any]:
         "usage_dropped": runtime.usage.dropped,
         "gc": COLLECTION_TIMES.report(),
     }
+
+
+def _ha(leadership: Leadership) -> dict[str, Any] | None:
+    """In HA, since when the role holds (wall clock) and how often this Edge led; else null."""
+    if not leadership.ha:
+        return None
+    return {"since": leadership.since, "terms": leadership.terms}
 
 
 class StatusView(OperatorAPIView):

@@ -16,6 +16,7 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from nodes import wire
 from nodes.agent.adapters import build_adapter
+from nodes.agent.edges import EdgeRotation, standby_retry_delay
 from nodes.agent.env_access import EnvAccess
 from nodes.agent.registry import AdapterFactory
 from nodes.agent.session import EdgeSession, SessionOutcome
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    edge_url: str
+    edge_url: str  # the first Edge to try
     node_id: str
     token: str = field(repr=False)
     drain_timeout_s: float = 30.0
@@ -33,6 +34,12 @@ class AgentSettings:
     # Names the Edge's config may make this Node read, past the default rule (env_access.py).
     allowed_env: frozenset[str] = frozenset()
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False)
+    # More Edges of the same cluster (`--edge` repeated), tried in turn after ``edge_url``.
+    other_edge_urls: tuple[str, ...] = ()
+
+    @property
+    def edge_urls(self) -> tuple[str, ...]:
+        return (self.edge_url, *self.other_edge_urls)
 
 
 class Backoff:
@@ -75,6 +82,7 @@ class NodeAgent:
     ) -> None:
         self._settings = settings
         self._backoff = backoff or Backoff()
+        self._edges = EdgeRotation(settings.edge_urls)
         self._env_access = EnvAccess(settings.allowed_env, settings.environ, settings.token)
         # Adapters see only the variables the Node reads; a config naming another is rejected.
         self._adapter_factory = adapter_factory or functools.partial(
@@ -88,7 +96,7 @@ class NodeAgent:
     async def run(self) -> None:
         """Keep a session with the Edge until ``request_stop``; return once drained."""
         while not self._stop.is_set():
-            self._attempt = asyncio.create_task(self._connect_once())
+            self._attempt = asyncio.create_task(self._connect_once(self._edges.current))
             try:
                 outcome = await self._attempt
             except asyncio.CancelledError:
@@ -100,9 +108,18 @@ class NodeAgent:
                 break
             # A superseded session means another agent holds this id: keep backing off so two
             # agents do not evict each other in a tight loop.
-            if outcome.ready and outcome.close_code != wire.CLOSE_SUPERSEDED:
+            served = outcome.ready and outcome.close_code != wire.CLOSE_SUPERSEDED
+            if served:
                 self._backoff.reset()
-            delay = self._backoff.next_delay()
+            code = outcome.close_code
+            standby = code == wire.CLOSE_STANDBY
+            refused = not served and code is not None and not standby
+            if not self._edges.move_on(served, standby=standby, refused=refused):
+                continue  # the next Edge at once: it may be the one that leads now
+            if self._edges.pass_saw_standby:
+                delay = standby_retry_delay()  # the cluster is up; a leader comes in seconds
+            else:
+                delay = self._backoff.next_delay()
             logger.info("retrying in %.1f s", delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
@@ -125,13 +142,13 @@ class NodeAgent:
             # No session yet: nothing to drain, so do not wait out a slow handshake.
             self._attempt.cancel()
 
-    async def _connect_once(self) -> SessionOutcome:
+    async def _connect_once(self, url: str) -> SessionOutcome:
         settings = self._settings
         headers = {"Authorization": f"Bearer {settings.token}", "X-IOP-Node": settings.node_id}
-        logger.info("connecting to %s as node %s", settings.edge_url, settings.node_id)
+        logger.info("connecting to %s as node %s", url, settings.node_id)
         try:
             async with connect(
-                settings.edge_url,
+                url,
                 additional_headers=headers,
                 open_timeout=settings.open_timeout_s,
                 # Above the frame limit: an oversized frame costs its run, not the connection.
@@ -139,7 +156,7 @@ class NodeAgent:
                 # Frames are small JSON on a latency path; deflate costs more than it saves.
                 compression=None,
             ) as websocket:
-                logger.info("connected to %s", settings.edge_url)
+                logger.info("connected to %s", url)
                 session = EdgeSession(
                     websocket,
                     settings.node_id,
@@ -156,19 +173,17 @@ class NodeAgent:
         except InvalidStatus as exc:
             logger.warning("refused by edge: HTTP %d at handshake", exc.response.status_code)
         except (OSError, TimeoutError, InvalidHandshake) as exc:
-            logger.warning(
-                "cannot reach edge at %s: %s", settings.edge_url, exc or type(exc).__name__
-            )
+            logger.warning("cannot reach edge at %s: %s", url, exc or type(exc).__name__)
         except Exception:
             # A daemon outlives a bug in one session: log it loudly and reconnect.
             logger.exception("session with edge failed")
         else:
-            _log_close(outcome, settings.node_id)
+            _log_close(outcome, settings.node_id, url)
             return outcome
         return SessionOutcome(ready=False, close_code=None, close_reason="")
 
 
-def _log_close(outcome: SessionOutcome, node_id: str) -> None:
+def _log_close(outcome: SessionOutcome, node_id: str, url: str) -> None:
     code = outcome.close_code
     meaning = wire.CLOSE_REASONS.get(code) if code is not None else None
     # Our name for the code first, then the Edge's own words when they add something.
@@ -184,6 +199,8 @@ def _log_close(outcome: SessionOutcome, node_id: str) -> None:
         logger.warning(
             "superseded by edge: %s; is another agent running as node %s?", described, node_id
         )
+    elif code == wire.CLOSE_STANDBY:
+        logger.info("%s is a standby Edge (%s): trying the next Edge", url, described)
     elif code == wire.CLOSE_PROTOCOL_ERROR:
         logger.error("edge ended the session for a protocol error: %s", described)
     elif code is None:

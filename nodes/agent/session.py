@@ -22,6 +22,7 @@ from nodes import wire
 from nodes.agent.adapters import Adapter, AdapterError, Delta, Response, build_adapter
 from nodes.agent.env_access import EnvAccess
 from nodes.agent.health import HealthMap, HealthMonitor
+from nodes.agent.outbox import Outbox
 from nodes.agent.registry import AdapterFactory, Registry, RegistrySlot, RouteError
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class EdgeSession:
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._health_task: asyncio.Task[None] | None = None
         self._parts = wire.Reassembler()  # large run.requests on their way in
+        self._outbox = Outbox(websocket.send)
         self._draining = False
         self._hurry = asyncio.Event()
         self.ready = asyncio.Event()
@@ -100,6 +102,7 @@ class EdgeSession:
                 )
             await self._wait_for_runs(grace_s)
             await self._cut_runs()
+            await self._outbox.flush()  # the runs' last frames reach the Edge before the close
         except ConnectionClosed:
             return
         await self._ws.close(CLOSE_GOING_AWAY, "node draining")
@@ -129,6 +132,8 @@ class EdgeSession:
             if task is not None:  # else it already ended: the cancel crossed its last event
                 task.cancel()
         elif frame["type"] == "config":
+            if wire.FEATURE_BATCH in frame.get("features", ()):
+                self._outbox.start_batching()
             await self._apply_config(frame["revision"], frame["node"], None)
         elif frame["type"] == "config.refresh":
             await self._apply_config(frame["revision"], frame["node"], frame["refresh_id"])
@@ -273,6 +278,9 @@ class EdgeSession:
         await heartbeat(self._send)
 
     async def _shutdown(self) -> None:
+        if self._runs:
+            # Their answers had nowhere to go: the Edge failed them when the session ended.
+            logger.warning("session ended: cancelling %d running run(s)", len(self._runs))
         tasks = list(self._runs.values())
         if self._health_task is not None:
             tasks.append(self._health_task)
@@ -280,6 +288,7 @@ class EdgeSession:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._outbox.aclose()
         await self._registries.aclose()
 
     async def _send(self, frame: wire.Frame) -> None:
@@ -291,8 +300,7 @@ class EdgeSession:
             if frame["type"] != "run.event":
                 raise
             raise AdapterError(wire.ERROR_OUTPUT_TOO_LARGE, exc.message) from None
-        for text in texts:
-            await self._ws.send(text)
+        await self._outbox.send(texts)
 
 
 def admit_run(

@@ -13,11 +13,14 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeGuard, cast
 
+from nodes.wire import json_text
 from nodes.wire.frames import (
     ENDPOINTS,
     FRAME_TYPES,
+    MAX_BATCH_FRAMES,
     MAX_CODE_CHARS,
     MAX_DETAIL_CHARS,
+    MAX_FEATURES,
     MAX_FRAME_BYTES,
     MAX_HEALTH_PROVIDERS,
     MAX_ID_CHARS,
@@ -41,7 +44,7 @@ class FrameError(Exception):
 
 
 def encode(frame: Frame) -> str:
-    text = json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+    text = json_text.dumps(frame)
     if not text.isascii():  # O(1) in CPython: only non-ASCII text pays for the check below
         try:
             text.encode()
@@ -107,6 +110,22 @@ def _is_object(value: Any) -> bool:
     return type(value) is dict
 
 
+def _is_features(value: Any) -> bool:
+    return (
+        type(value) is list
+        and len(value) <= MAX_FEATURES
+        and all(type(name) is str and 0 < len(name) <= MAX_CODE_CHARS for name in value)
+    )
+
+
+def _is_frame_texts(value: Any) -> bool:
+    return (
+        type(value) is list
+        and 0 < len(value) <= MAX_BATCH_FRAMES
+        and all(type(text) is str for text in value)
+    )
+
+
 def _is_endpoint(value: Any) -> bool:
     return type(value) is str and value in ENDPOINTS
 
@@ -133,6 +152,8 @@ _KIND: dict[_Check, str] = {
     _is_bool: "a boolean",
     _is_object: "an object",
     _is_endpoint: "one of " + ", ".join(repr(e) for e in ENDPOINTS),
+    _is_features: f"a list of at most {MAX_FEATURES} names of 1 to {MAX_CODE_CHARS} characters",
+    _is_frame_texts: f"a list of 1 to {MAX_BATCH_FRAMES} frames, each as JSON text",
 }
 
 # type -> (field, check, what it must be, required)
@@ -154,7 +175,11 @@ _SCHEMA: dict[str, tuple[_Field, ...]] = {
         _field("node_id", _is_id),
         _field("agent_version", _is_version),
     ),
-    "config": (_field("revision", _is_revision), _field("node", _is_object)),
+    "config": (
+        _field("revision", _is_revision),
+        _field("node", _is_object),
+        _field("features", _is_features, required=False),
+    ),
     "config.refresh": (
         _field("refresh_id", _is_id),
         _field("revision", _is_revision),
@@ -184,6 +209,7 @@ _SCHEMA: dict[str, tuple[_Field, ...]] = {
     "run.cancel": (_field("run_id", _is_id),),
     "error": (_field("code", _is_code), _field("message", _is_message)),
     "part": (_field("run_id", _is_id), _field("data", _is_str), _field("more", _is_bool)),
+    "batch": (_field("frames", _is_frame_texts),),
     "ping": (_field("ts", _is_number, required=False, nullable=True),),
     "pong": (_field("ts", _is_number, required=False, nullable=True),),
 }
@@ -208,7 +234,7 @@ def decode(
     if len(text) > max_bytes or (len(text) * 4 > max_bytes and utf8_size(text) > max_bytes):
         raise FrameError("too_large", f"frame exceeds {max_bytes} bytes")
     try:
-        frame = json.loads(text)
+        frame = json_text.loads(text)
     except ValueError as exc:
         raise FrameError("not_json", f"frame is not valid JSON: {exc}") from None
     if type(frame) is not dict:
@@ -231,6 +257,11 @@ def decode(
             raise _bad(frame_type, name, kind)
     _check_nested(frame_type, frame)
     return cast("Frame", frame)
+
+
+def batch_text(texts: list[str]) -> str:
+    """The ``batch`` frame of frames already encoded (``encode``, ``split``), as JSON text."""
+    return '{"type":"batch","frames":' + json_text.dumps(texts) + "}"
 
 
 def run_id_of(text: str | bytes, types: frozenset[str]) -> str | None:

@@ -45,10 +45,12 @@ def clip(text: str, limit: int) -> str:
 CLOSE_PROTOCOL_ERROR = 4400
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_SUPERSEDED = 4409
+CLOSE_STANDBY = 4503  # the Edge is a standby (`edge.ha`): another Edge leads
 CLOSE_REASONS: Mapping[int, str] = {
     CLOSE_PROTOCOL_ERROR: "protocol error",
     CLOSE_UNAUTHORIZED: "unauthorized",
     CLOSE_SUPERSEDED: "superseded by a newer session",
+    CLOSE_STANDBY: "edge is a standby",
 }
 
 # ``run.event`` error codes the Node sends; upstream failures carry ``status`` when known.
@@ -88,6 +90,8 @@ class Config(TypedDict):
     type: Literal["config"]
     revision: str
     node: NodePayload
+    # What the Edge takes beyond protocol 1's frames (``FEATURES``); absent from older Edges.
+    features: NotRequired[list[str]]
 
 
 class ConfigRefresh(TypedDict):
@@ -198,6 +202,17 @@ class Part(TypedDict):
     more: bool
 
 
+class Batch(TypedDict):
+    """Node -> Edge, once the Edge's ``config`` lists ``"batch"``: frames written together.
+
+    Each item is the JSON text of one frame, exactly as it would travel alone (a ``part`` too,
+    never another batch); the receiver takes them in order, as if they had come one by one.
+    """
+
+    type: Literal["batch"]
+    frames: list[str]
+
+
 class Ping(TypedDict):
     type: Literal["ping"]
     ts: NotRequired[float | None]
@@ -219,13 +234,16 @@ Frame = (
     | RunCancel
     | Error
     | Part
+    | Batch
     | Ping
     | Pong
 )
 
 NODE_TO_EDGE = frozenset(
-    {"hello", "config.ack", "provider.health", "run.event", "part", "ping", "pong"}
+    {"hello", "config.ack", "provider.health", "run.event", "part", "batch", "ping", "pong"}
 )
+# What a batch may hold: every frame a Node sends, but another batch.
+BATCHED_NODE_TO_EDGE = NODE_TO_EDGE - {"batch"}
 EDGE_TO_NODE = frozenset(
     {"config", "config.refresh", "run.request", "run.cancel", "error", "part", "ping", "pong"}
 )
@@ -244,8 +262,21 @@ def hello(node_id: str, agent_version: str) -> Hello:
     }
 
 
-def config(revision: str, node: NodePayload) -> Config:
-    return {"type": "config", "revision": revision, "node": node}
+# Features: what one side takes beyond protocol 1's frames, named in its frames so that either
+# side may be the newer one. "batch": the Edge takes ``batch`` frames.
+FEATURE_BATCH = "batch"
+MAX_FEATURES = 16
+# A batch's frames: at most this many, and this many characters of frame text together (escaped
+# as JSON strings, at most twice as long; in UTF-8, the batch stays far within MAX_FRAME_BYTES).
+MAX_BATCH_FRAMES = 1024
+MAX_BATCH_CHARS = 128 * 1024
+
+
+def config(revision: str, node: NodePayload, *, features: list[str] | None = None) -> Config:
+    frame: Config = {"type": "config", "revision": revision, "node": node}
+    if features:
+        frame["features"] = features
+    return frame
 
 
 def config_refresh(refresh_id: str, revision: str, node: NodePayload) -> ConfigRefresh:

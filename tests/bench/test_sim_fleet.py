@@ -158,16 +158,26 @@ class RecordingProxy:
     ) -> None:
         accept = wire.NODE_TO_EDGE if direction == NODE_TO_EDGE else wire.EDGE_TO_NODE
         async for text in source:
-            try:
-                frame = wire.decode(text, accept=accept)
-            except wire.FrameError as exc:
-                self.refused.append(f"{node_id} {direction}: {exc.message}")
-            else:
-                self.frames[node_id].append(Recorded(direction, dict(frame)))
+            self.record(node_id, direction, text, accept)
             await sink.send(text)
         # Pass the close on as it came (1005/1006 are never sent on the wire).
         code = source.close_code if source.close_code not in (None, 1005, 1006) else 1000
         await sink.close(code, source.close_reason or "")
+
+    def record(
+        self, node_id: str, direction: str, text: str | bytes, accept: frozenset[str]
+    ) -> None:
+        """One frame as the Edge takes it: a batch (the agent's, docs/wire.md) frame by frame."""
+        try:
+            frame = wire.decode(text, accept=accept)
+        except wire.FrameError as exc:
+            self.refused.append(f"{node_id} {direction}: {exc.message}")
+            return
+        if frame["type"] == "batch":
+            for inner in frame["frames"]:
+                self.record(node_id, direction, inner, wire.BATCHED_NODE_TO_EDGE)
+            return
+        self.frames[node_id].append(Recorded(direction, dict(frame)))
 
     def sent(self, node_id: str, direction: str) -> list[dict[str, Any]]:
         return [r.frame for r in self.frames.get(node_id, []) if r.direction == direction]

@@ -1,4 +1,5 @@
-"""`manage.py run_edge [--config PATH]`: serve the Edge's listeners from one process."""
+"""`manage.py run_edge [--config PATH] [--listen HOST:PORT] [--admin-listen HOST:PORT]`: serve the
+Edge's listeners from one process; with `edge.ha`, as the leader or a standby."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from edge.config import EdgeConfig
-from edge.governance.usage_load import load_budget_usage
+from edge.config.overrides import BoundListeners, ListenOverrideError, bound_listeners
+from edge.ha.cluster import RunningElector, ha_database_problem, start_elector
 from edge.management.config_file import read_config
 from edge.operator_api.token import (
     OperatorTokenError,
@@ -41,26 +43,48 @@ class Command(BaseCommand):
         parser.add_argument(
             "--config", default=settings.IOP_CONFIG, help="Edge config file (default: IOP_CONFIG)"
         )
+        parser.add_argument(
+            "--listen", metavar="HOST:PORT", help="public listener, over edge.listen"
+        )
+        parser.add_argument(
+            "--admin-listen",
+            metavar="HOST:PORT",
+            help="operator listener (loopback), over edge.admin_listen",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["config"])
         text, config = read_config(path)
-        report = import_at_start(config, text, path)  # a changed config leaves a record
-        if report.changed:
-            self.stdout.write(f"mirror synced to {config.revision} ({len(report.lines())} changes)")
+        if problem := ha_database_problem(config):
+            raise CommandError(problem)
+        try:
+            bound = bound_listeners(config, options["listen"], options["admin_listen"])
+        except ListenOverrideError as exc:
+            raise CommandError(str(exc)) from None
+        if config.edge.ha:
+            # The cluster's config is in the database: the Edge that takes the lock reads it
+            # there (edge.ha.cluster), and a standby's file, maybe stale, imports nothing.
+            self.stdout.write(f"edge.ha: Edge {config.edge.id} starts as a standby")
+        else:
+            report = import_at_start(config, text, path)  # a changed config leaves a record
+            if report.changed:
+                lines = len(report.lines())
+                self.stdout.write(f"mirror synced to {config.revision} ({lines} changes)")
         try:
             operator_token_digest(operator_token_file())  # created on the first start
         except OperatorTokenError as exc:
             raise CommandError(str(exc)) from None
-        self._serve(path, config)
+        self._serve(path, config, bound)
 
-    def _serve(self, path: Path, config: EdgeConfig) -> None:
+    def _serve(self, path: Path, config: EdgeConfig, bound: BoundListeners) -> None:
         # daphne.server installs Twisted's asyncio reactor on import: import it only here.
         from daphne.server import Server
         from twisted.internet import defer, reactor
 
         from iop_site import daphne_tuning
         from iop_site.asgi import application
+
+        electors: list[RunningElector] = []  # held for the process's life
 
         daphne_tuning.install()
         log.info("open files limit: %d", raise_open_files_limit())
@@ -70,14 +94,15 @@ class Command(BaseCommand):
         # added up to stalls of a second. A shorter interval bounds each wait.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
 
-        runtime = start_runtime(config, path)
-        load_budget_usage(runtime.limiter)
+        runtime = start_runtime(config, path, bound)
+        config = runtime.config  # with the listeners it serves on
         listens = [config.edge.listen, config.edge.admin_listen]
         if config.openai.listen:
             listens.append(config.openai.listen)
 
         def ready() -> None:
-            self.stdout.write(f"IOP Edge {config.edge.id} serving {config.revision}")
+            role = "as a standby, seeking the leader lock" if config.edge.ha else "as the leader"
+            self.stdout.write(f"IOP Edge {config.edge.id} serving {config.revision} {role}")
             self.stdout.write(f"  public   http://{config.edge.listen}/ (admin UI /admin/)")
             openai = config.openai.listen or config.edge.listen
             self.stdout.write(f"  openai   http://{openai}/v1/")
@@ -94,6 +119,9 @@ class Command(BaseCommand):
         # Twisted declares the interface method without `self`, so mypy shifts its arguments.
         reactor.addSystemEventTrigger("before", "shutdown", flush_records)  # type: ignore[arg-type]
         reactor.callWhenRunning(_drain_on_signals, runtime, reactor)
+        if config.edge.ha:
+            loop = reactor._asyncioEventloop  # the asyncio loop Twisted's reactor runs on
+            reactor.callWhenRunning(lambda: electors.append(start_elector(runtime, loop)))
         Server(
             application=application,
             endpoints=[daphne_endpoint(listen) for listen in listens],

@@ -26,6 +26,7 @@ from nodes.agent.adapters.base import (
 )
 from nodes.agent.adapters.openai_chunks import completion_done, read_answer, relay_chunks
 from nodes.agent.adapters.openai_responses import embeddings_done, relay_responses, response_done
+from nodes.agent.adapters.silence import silence_limit
 from nodes.agent.adapters.upstream_errors import describe, upstream_error
 from nodes.wire.node_config import MAX_TOKENS_PARAMS, url_for_message
 
@@ -55,6 +56,7 @@ class OpenAIHTTPAdapter:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         # Per operation: connecting, and silence while reading; the run's deadline bounds the rest.
+        self._read_timeout_s = spec.timeout_s
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=spec.timeout_s, sock_read=spec.timeout_s
         )
@@ -113,9 +115,10 @@ class OpenAIHTTPAdapter:
                             if endpoint == "responses"
                             else relay_chunks(response, request, endpoint)
                         )
-                        async with contextlib.aclosing(relay) as events:
-                            async for event in events:
-                                yield event
+                        with silence_limit(response, self._read_timeout_s):
+                            async with contextlib.aclosing(relay) as events:
+                                async for event in events:
+                                    yield event
                     else:
                         answer = await read_answer(response)
                         done = _whole_done(answer, request, endpoint)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -14,6 +13,7 @@ from aiohttp.http_exceptions import LineTooLong
 from nodes import wire
 from nodes.agent.adapters.base import AdapterError
 from nodes.agent.adapters.upstream_errors import error_message
+from nodes.wire import json_text
 
 # An event longer than this could not travel even in parts (see wire.MAX_MESSAGE_BYTES).
 MAX_EVENT_LINE_BYTES = wire.MAX_MESSAGE_BYTES
@@ -97,7 +97,7 @@ def upstream_object(text: str | bytes, what: str) -> dict[str, Any]:
     """``text`` as the JSON object an upstream sent as ``what`` (an event, an answer), or an
     ``upstream_error``: not JSON, not an object, or an error envelope."""
     try:
-        body = json.loads(text)
+        body = json_text.loads(text)
     except ValueError:
         raise AdapterError(wire.ERROR_UPSTREAM, f"upstream sent {what} that is not JSON") from None
     if not isinstance(body, dict):

@@ -869,13 +869,14 @@ def test_it_reports_every_independent_problem_at_once() -> None:
         (
             {"edge.": 1},
             ConfigIssue(
-                "edge.''", "unknown key; known keys: id, listen, admin_listen, bootstrap_path"
+                "edge.''", "unknown key; known keys: id, listen, admin_listen, bootstrap_path, ha"
             ),
         ),
         (
             {"edge.a\rb": 1},
             ConfigIssue(
-                "edge.a\\rb", "unknown key; known keys: id, listen, admin_listen, bootstrap_path"
+                "edge.a\\rb",
+                "unknown key; known keys: id, listen, admin_listen, bootstrap_path, ha",
             ),
         ),
         (

@@ -92,6 +92,7 @@ async def test_usage_tells_anonymous_and_wrong_token_callers_apart(
     assert WRONG_TOKEN not in repr(row)
 
 
+@pytest.mark.django_db  # the start reads the month's usage for the budgets
 def test_starting_without_required_auth_warns(caplog, tmp_path: Path) -> None:
     with caplog.at_level(logging.WARNING, logger="edge.startup"):
         start_runtime(load_config_text(config_text(require_auth=False)), tmp_path / "e.yaml")
@@ -100,6 +101,7 @@ def test_starting_without_required_auth_warns(caplog, tmp_path: Path) -> None:
     assert "openai.require_auth is false" in caplog.text
 
 
+@pytest.mark.django_db  # the start reads the month's usage for the budgets
 def test_starting_with_required_auth_does_not_warn(caplog, tmp_path: Path) -> None:
     with caplog.at_level(logging.WARNING, logger="edge.startup"):
         start_runtime(load_config_text(config_text(require_auth=True)), tmp_path / "e.yaml")

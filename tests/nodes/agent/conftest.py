@@ -33,6 +33,7 @@ class EdgeConnection:
         self.websocket = websocket
         self.headers = websocket.request.headers
         self.frames: list[dict[str, Any]] = []
+        self.batches = 0  # batch frames among them, each taken apart as the Edge does
         self.closed = asyncio.Event()
         self._arrived = asyncio.Condition()
         self._taken: set[int] = set()
@@ -41,8 +42,15 @@ class EdgeConnection:
         try:
             async for text in self.websocket:
                 frame = wire.decode(text, accept=wire.NODE_TO_EDGE)
+                frames = [frame]
+                if frame["type"] == "batch":
+                    self.batches += 1
+                    frames = [
+                        wire.decode(inner, accept=wire.BATCHED_NODE_TO_EDGE)
+                        for inner in frame["frames"]
+                    ]
                 async with self._arrived:
-                    self.frames.append(dict(frame))
+                    self.frames.extend(dict(f) for f in frames)
                     self._arrived.notify_all()
         except ConnectionClosed:
             pass
@@ -72,10 +80,12 @@ class EdgeConnection:
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
         return [f for f in self.frames if f["type"] == "run.event" and f["run_id"] == run_id]
 
-    async def handshake(self, node: wire.NodePayload, revision: str = "rev-1") -> dict[str, Any]:
-        """hello -> config -> ack; returns the ack."""
+    async def handshake(
+        self, node: wire.NodePayload, revision: str = "rev-1", features: list[str] | None = None
+    ) -> dict[str, Any]:
+        """hello -> config (with the Edge's ``features``) -> ack; returns the ack."""
         await self.expect("hello")
-        await self.send(wire.config(revision, node))
+        await self.send(wire.config(revision, node, features=features))
         return await self.expect("config.ack", revision=revision)
 
     async def round_trip(self, ts: float) -> None:
