@@ -20,6 +20,15 @@ from edge.ports import port_open
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def rounded(value: Any, digits: int = 4) -> Any:
+    """``value`` with its floats rounded, nested dicts included: a benchmark's JSON line."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {key: rounded(item, digits) for key, item in value.items()}
+    return value
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from edge_stack import EdgeProcess, free_port, rss_mb
+from edge_stack import EdgeProcess, free_port, rounded, rss_mb
 from fleet_config import fleet_yaml, one_change
 
 from edge.config import load_config_text
@@ -363,14 +363,6 @@ def main() -> None:
         report(nodes, figures)
         results[str(nodes)] = figures
     print(json.dumps({"bench": "fleet", "sizes": rounded(results)}))
-
-
-def rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, dict):
-        return {key: rounded(item) for key, item in value.items()}
-    return value
 
 
 if __name__ == "__main__":

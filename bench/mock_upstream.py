@@ -66,6 +66,28 @@ COMPLETION, STREAM = _completion(), _stream()
 MODELS = _response("200 OK", "application/json", b'{"object":"list","data":[{"id":"mock"}]}')
 
 
+def next_request(buffer: bytes) -> tuple[str, bytes, bytes] | None:
+    """The first whole request in ``buffer``: its head, its body and the bytes after it; None
+    until it has all arrived."""
+    head_end = buffer.find(b"\r\n\r\n")
+    if head_end < 0:
+        return None
+    head = buffer[:head_end].decode("latin-1")
+    length = 0
+    for line in head.split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    end = head_end + 4 + length
+    if len(buffer) < end:
+        return None
+    return head, buffer[head_end + 4 : end], buffer[end:]
+
+
+def wants_stream(body: bytes) -> bool:
+    return b'"stream": true' in body or b'"stream":true' in body
+
+
 class MockProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -73,23 +95,11 @@ class MockProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        while True:
-            head_end = self.buffer.find(b"\r\n\r\n")
-            if head_end < 0:
-                return
-            head = self.buffer[:head_end].decode("latin-1")
-            length = 0
-            for line in head.split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            end = head_end + 4 + length
-            if len(self.buffer) < end:
-                return
-            body, self.buffer = self.buffer[head_end + 4 : end], self.buffer[end:]
+        while (request := next_request(self.buffer)) is not None:
+            head, body, self.buffer = request
             if head.startswith("GET"):
                 self.transport.write(MODELS)
-            elif b'"stream": true' in body or b'"stream":true' in body:
+            elif wants_stream(body):
                 self.transport.write(STREAM)
             else:
                 self.transport.write(COMPLETION)

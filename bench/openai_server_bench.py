@@ -27,7 +27,7 @@ from typing import Any
 
 import edge_stack
 import gateway_bench
-from edge_stack import free_port, spawn, wait_for
+from edge_stack import free_port, rounded, spawn, wait_for
 from loadgen import Result, build_request, run_load
 
 from edge.ports import port_open
@@ -151,15 +151,7 @@ def main() -> None:
             f"{server:<10}{whole['rps']:>9.0f}{whole['edge_us_per_request']:>13.0f}"
             f"{stream['rps']:>14.0f}{stream['edge_us_per_request']:>13.0f}{added:>8.2f} ms"
         )
-    print(json.dumps({"bench": "openai_server", "rounds": rounds, **_rounded(figures)}))
-
-
-def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 3)
-    if isinstance(value, dict):
-        return {key: _rounded(item) for key, item in value.items()}
-    return value
+    print(json.dumps({"bench": "openai_server", "rounds": rounds, **rounded(figures, 3)}))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import asyncio
 import json
 import time
 
-from mock_upstream import COMPLETION, MODELS
+from mock_upstream import COMPLETION, MODELS, next_request, wants_stream
 
 from edge.ports import raise_open_files_limit
 
@@ -129,23 +129,11 @@ class PacedProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        while True:
-            head_end = self.buffer.find(b"\r\n\r\n")
-            if head_end < 0:
-                return
-            head = self.buffer[:head_end].decode("latin-1")
-            length = 0
-            for line in head.split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            end = head_end + 4 + length
-            if len(self.buffer) < end:
-                return
-            body, self.buffer = self.buffer[head_end + 4 : end], self.buffer[end:]
+        while (request := next_request(self.buffer)) is not None:
+            head, body, self.buffer = request
             if head.startswith("GET"):
                 self.transport.write(MODELS)
-            elif b'"stream": true' in body or b'"stream":true' in body:
+            elif wants_stream(body):
                 self.transport.write(STREAM_HEAD)
                 self.pacer.start(self)
             else:
