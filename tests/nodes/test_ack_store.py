@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 import yaml
-from channels.testing import WebsocketCommunicator
 
 from edge.config import load_config_text
 from edge.mirror import import_config
 from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_installed
 from edge.usage import Usage
-from nodes import wire
 from nodes.ack_log import NodeAckRecorder, RevisionAcks
 from nodes.ack_store import write_acks
-from nodes.consumers import NodeConsumer
 from nodes.models import Node
 from tests.e2e.harness import Tokens, echo_config
+from tests.nodes.consumer_sign_in import sign_in
 
 # The writes run in another thread, outside a test's transaction (STACK-NOTES).
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,16 +98,7 @@ def runtime(mirrored: str) -> Iterator[EdgeRuntime]:
 
 
 async def test_a_connected_nodes_ack_reaches_its_row(runtime: EdgeRuntime, mirrored: str) -> None:
-    headers = [
-        (b"authorization", f"Bearer {TOKENS.node('node-a')}".encode()),
-        (b"x-iop-node", b"node-a"),
-    ]
-    communicator = WebsocketCommunicator(NodeConsumer.as_asgi(), "/ws/node/", headers=headers)
-    connected, _ = await communicator.connect()
-    assert connected
-    await communicator.send_to(text_data=wire.encode(wire.hello("node-a", "test")))
-    config = json.loads(await communicator.receive_from())
-    await communicator.send_to(text_data=wire.encode(wire.config_ack(config["revision"])))
+    communicator, _ = await sign_in(TOKENS)
     async with asyncio.timeout(5):
         while not runtime.pool.stats().providers["echo-1"].node_ready:
             await asyncio.sleep(0.01)

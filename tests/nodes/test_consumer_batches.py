@@ -17,9 +17,9 @@ from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_inst
 from edge.usage import Usage
 from nodes import wire
 from nodes.ack_log import RevisionAcks
-from nodes.consumers import NodeConsumer
 from nodes.sessions import BAD_FRAME, NodeSession
 from tests.e2e.harness import Tokens, echo_config
+from tests.nodes.consumer_sign_in import sign_in
 
 # Channels closes old database connections when a socket disconnects (STACK-NOTES).
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,16 +45,7 @@ def runtime() -> Iterator[EdgeRuntime]:
 @pytest.fixture
 async def node(runtime: EdgeRuntime) -> AsyncIterator[tuple[WebsocketCommunicator, dict[str, Any]]]:
     """`node-a` signed in and acked: the communicator and the config the Edge sent it."""
-    headers = [
-        (b"authorization", f"Bearer {TOKENS.node('node-a')}".encode()),
-        (b"x-iop-node", b"node-a"),
-    ]
-    communicator = WebsocketCommunicator(NodeConsumer.as_asgi(), "/ws/node/", headers=headers)
-    connected, _ = await communicator.connect()
-    assert connected
-    await communicator.send_to(text_data=wire.encode(wire.hello("node-a", "test")))
-    config = json.loads(await communicator.receive_from())
-    await communicator.send_to(text_data=wire.encode(wire.config_ack(config["revision"])))
+    communicator, config = await sign_in(TOKENS)
     yield communicator, config
     await communicator.disconnect()
 

@@ -26,6 +26,7 @@ from nodes.consumers import CLOSE_INTERNAL_ERROR, MAX_BAD_FRAMES, NodeConsumer, 
 from nodes.log_limit import LogLimit
 from nodes.sessions import NODE_DISCONNECTED, WARNING_LINES
 from tests.e2e.harness import Tokens, echo_config
+from tests.nodes.consumer_sign_in import sign_in
 
 # Channels closes old database connections when a socket disconnects (STACK-NOTES).
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,16 +66,7 @@ async def until(condition: Callable[[], Any], what: str) -> None:
 @pytest.fixture
 async def node(runtime: EdgeRuntime) -> AsyncIterator[WebsocketCommunicator]:
     """`node-a` connected, configured and ready."""
-    headers = [
-        (b"authorization", f"Bearer {TOKENS.node('node-a')}".encode()),
-        (b"x-iop-node", b"node-a"),
-    ]
-    communicator = WebsocketCommunicator(NodeConsumer.as_asgi(), "/ws/node/", headers=headers)
-    connected, _ = await communicator.connect()
-    assert connected
-    await communicator.send_to(text_data=wire.encode(wire.hello("node-a", "test")))
-    config = json.loads(await communicator.receive_from())
-    await communicator.send_to(text_data=wire.encode(wire.config_ack(config["revision"])))
+    communicator, _ = await sign_in(TOKENS)
     await until(lambda: runtime.pool.stats().providers["echo-1"].node_ready, "node-a ready")
     yield communicator
     await communicator.disconnect()
