@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -154,29 +154,48 @@ class EdgeProcess:
         """What a call to the operator API sends: the operator token this Edge created."""
         return {"Authorization": f"Bearer {self.operator_token_file.read_text().strip()}"}
 
-    def start(self) -> EdgeProcess:
+    def start(self) -> Self:
         self.var_dir.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=self.env, check=True
-        )
+        self.migrate()
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "run_edge", "--config", str(self.config_path)],
+            [
+                *(sys.executable, "manage.py", "run_edge", "--config", str(self.config_path)),
+                *self.run_edge_flags(),
+            ],
             cwd=ROOT,
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         wait_until(
-            lambda: self.process.poll() is not None
-            or (
-                port_open("127.0.0.1", self.public_port) and port_open("127.0.0.1", self.admin_port)
-            ),
+            lambda: self.process.poll() is not None or self.listening(),
             timeout=30,
-            what="the Edge to listen",
+            what=f"{self.name} to listen",
         )
         assert self.process.poll() is None, self.log()
         return self
+
+    name = "the Edge"
+
+    def migrate(self) -> None:
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=self.env, check=True
+        )
+
+    def run_edge_flags(self) -> list[str]:
+        """Flags added to `run_edge --config` (none: the config's listeners)."""
+        return []
+
+    def listening(self) -> bool:
+        return port_open("127.0.0.1", self.public_port) and port_open("127.0.0.1", self.admin_port)
+
+    def listen_flags(self) -> list[str]:
+        """`--listen` and `--admin-listen` for this process's own ports."""
+        return [
+            *("--listen", f"127.0.0.1:{self.public_port}"),
+            *("--admin-listen", f"127.0.0.1:{self.admin_port}"),
+        ]
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

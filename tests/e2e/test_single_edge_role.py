@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import httpx
 import pytest
 
 from edge.ports import port_open
-from tests.e2e.harness import ROOT, EdgeProcess, Tokens, echo_config, free_port, wait_until
+from tests.e2e.harness import EdgeProcess, Tokens, echo_config, free_port
 
 
 class FlaggedEdge(EdgeProcess):
@@ -24,32 +22,8 @@ class FlaggedEdge(EdgeProcess):
         super().__init__(workdir, echo_config(tokens, *self.config_ports))
         self.public_port, self.admin_port = free_port(), free_port()
 
-    def start(self) -> FlaggedEdge:
-        self.var_dir.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=self.env, check=True
-        )
-        self.process = subprocess.Popen(
-            [
-                *(sys.executable, "manage.py", "run_edge", "--config", str(self.config_path)),
-                *("--listen", f"127.0.0.1:{self.public_port}"),
-                *("--admin-listen", f"127.0.0.1:{self.admin_port}"),
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log_path.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(
-            lambda: self.process.poll() is not None
-            or (
-                port_open("127.0.0.1", self.public_port) and port_open("127.0.0.1", self.admin_port)
-            ),
-            timeout=30,
-            what="the Edge to listen",
-        )
-        assert self.process.poll() is None, self.log()
-        return self
+    def run_edge_flags(self) -> list[str]:
+        return self.listen_flags()
 
 
 @pytest.fixture(scope="module")

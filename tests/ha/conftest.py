@@ -7,7 +7,6 @@ the SQLite leg collects them too and skips them, so each runs once per `make tes
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +17,7 @@ import httpx
 import pytest
 from django.db import connection
 
-from edge.ports import port_open
-from tests.e2e.harness import ROOT, EdgeProcess, NodeProcess, free_port, stop_process, wait_until
+from tests.e2e.harness import EdgeProcess, NodeProcess, free_port, stop_process, wait_until
 
 NEEDS_POSTGRES = (
     "the HA tests need PostgreSQL: they run in the PostgreSQL leg of `make test` "
@@ -50,38 +48,14 @@ class HAEdge(EdgeProcess):
         self.public_port, self.admin_port = free_port(), free_port()
         self.env["DATABASE_URL"] = pg_url
 
-    def start(self) -> HAEdge:
-        self.var_dir.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "manage.py",
-                "run_edge",
-                "--config",
-                str(self.config_path),
-                "--listen",
-                f"127.0.0.1:{self.public_port}",
-                "--admin-listen",
-                f"127.0.0.1:{self.admin_port}",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(
-            lambda: self.process.poll() is not None
-            or (
-                port_open("127.0.0.1", self.public_port)
-                and port_open("127.0.0.1", self.admin_port)
-                and self.operator_token_file.exists()
-            ),
-            timeout=30,
-            what=f"{self.name} to listen",
-        )
-        assert self.process.poll() is None, self.log()
-        return self
+    def migrate(self) -> None:
+        """The shared database is migrated once, for the cluster."""
+
+    def run_edge_flags(self) -> list[str]:
+        return self.listen_flags()
+
+    def listening(self) -> bool:
+        return super().listening() and self.operator_token_file.exists()
 
     def status(self, timeout: float = 5.0) -> dict[str, Any] | None:
         """`GET /status`, or None when the Edge does not answer (it is down)."""
