@@ -89,8 +89,12 @@ def wants_stream(body: bytes) -> bool:
 
 
 class MockProtocol(asyncio.Protocol):
+    """Answers every request at once: the model list, a whole completion or a whole stream."""
+
+    transport: asyncio.Transport
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         self.buffer = b""
 
     def data_received(self, data: bytes) -> None:
@@ -100,9 +104,12 @@ class MockProtocol(asyncio.Protocol):
             if head.startswith("GET"):
                 self.transport.write(MODELS)
             elif wants_stream(body):
-                self.transport.write(STREAM)
+                self.stream()
             else:
                 self.transport.write(COMPLETION)
+
+    def stream(self) -> None:
+        self.transport.write(STREAM)
 
 
 async def serve(port: int) -> None:

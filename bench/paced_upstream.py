@@ -21,7 +21,7 @@ import asyncio
 import json
 import time
 
-from mock_upstream import COMPLETION, MODELS, next_request, wants_stream
+from mock_upstream import MockProtocol
 
 from edge.ports import raise_open_files_limit
 
@@ -120,24 +120,14 @@ class Pacer:
         phase[:] = kept
 
 
-class PacedProtocol(asyncio.Protocol):
+class PacedProtocol(MockProtocol):
+    """The mock upstream, its streams paced by ``pacer``."""
+
     pacer: Pacer
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.buffer = b""
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while (request := next_request(self.buffer)) is not None:
-            head, body, self.buffer = request
-            if head.startswith("GET"):
-                self.transport.write(MODELS)
-            elif wants_stream(body):
-                self.transport.write(STREAM_HEAD)
-                self.pacer.start(self)
-            else:
-                self.transport.write(COMPLETION)
+    def stream(self) -> None:
+        self.transport.write(STREAM_HEAD)
+        self.pacer.start(self)
 
 
 async def serve(port: int, tokens_per_s: float, tokens: int) -> None:
