@@ -1,10 +1,11 @@
 """Mirror sync benchmark: `import_config` of a generated fleet (N nodes, 10 providers each).
 
-Measures the first import into an empty mirror, a sync of one change (one provider's capacity)
-and a re-import of the active revision (no change), on the database in DATABASE_URL: a throwaway
-database is created beside it (`iop_edge_mirror_bench` on PostgreSQL) and dropped at the end;
-without DATABASE_URL, a SQLite file in a temporary directory. Parsing the config is not measured.
-The last line printed is one JSON object.
+Measures the first import into an empty mirror, a sync of one change (one provider's capacity),
+every row compared or only the delta from the config the mirror holds (`base=`, as a refresh
+passes it), and a re-import of the active revision (no change), on the database in DATABASE_URL:
+a throwaway database is created beside it (`iop_edge_mirror_bench` on PostgreSQL) and dropped at
+the end; without DATABASE_URL, a SQLite file in a temporary directory. Parsing the config is not
+measured. The last line printed is one JSON object.
 
     python bench/mirror_bench.py [--nodes N] [--quick]
 """
@@ -38,27 +39,42 @@ def empty_mirror() -> None:
 
 
 def measure(nodes: int, rounds: int) -> dict[str, float]:
-    from edge.config import load_config_text
+    from edge.config import EdgeConfig, load_config_text
+    from edge.config.sharing import sharing_unchanged
     from edge.mirror import import_config
 
     texts = [fleet_yaml(nodes), one_change(fleet_yaml(nodes))]
     configs = [load_config_text(text) for text in texts]
+    # As a refresh holds them: the candidate shares its unchanged nodes and models.
+    configs[1] = sharing_unchanged(configs[1], configs[0])
 
-    def run(which: int) -> Callable[[], object]:
-        return lambda: import_config(configs[which], texts[which], source="mirror bench")
+    def run(
+        which: int, base: EdgeConfig | None = None, dry_run: bool = False
+    ) -> Callable[[], object]:
+        return lambda: import_config(
+            configs[which], texts[which], source="mirror bench", dry_run=dry_run, base=base
+        )
 
-    first, changed, unchanged = [], [], []
+    first, changed, delta, delta_dry_run, unchanged = [], [], [], [], []
     for _ in range(rounds):
         empty_mirror()
         first.append(timed(run(0)))
         # Back and forth between the two configs: each import is one change.
         changed += [timed(run(1)), timed(run(0))]
+        delta += [timed(run(1, base=configs[0])), timed(run(0, base=configs[1]))]
+        # The same without writing the new revision's YAML: the mirror's part alone.
+        delta_dry_run.append(timed(run(1, base=configs[0], dry_run=True)))
         unchanged.append(timed(run(0)))
-    report = import_config(configs[1], texts[1], source="mirror bench", dry_run=True)
-    assert len(report.updated) == 1 and not report.created and not report.deleted, report.lines()
+    for base in (None, configs[0]):
+        report = import_config(configs[1], texts[1], source="mirror bench", dry_run=True, base=base)
+        assert len(report.updated) == 1 and not report.created and not report.deleted, (
+            report.lines()
+        )
     return {
         "first_import_s": min(first),
         "one_change_s": min(changed),
+        "one_change_delta_s": min(delta),
+        "one_change_delta_dry_run_s": min(delta_dry_run),
         "no_change_s": min(unchanged),
     }
 
@@ -93,6 +109,8 @@ def main() -> None:
     print(f"mirror sync, {args.nodes} nodes of 10 providers, {vendor}")
     print(f"{'first import':<24}{figures['first_import_s'] * 1000:>10.0f} ms")
     print(f"{'one change':<24}{figures['one_change_s'] * 1000:>10.0f} ms")
+    print(f"{'one change, delta':<24}{figures['one_change_delta_s'] * 1000:>10.1f} ms")
+    print(f"{'  the same, dry run':<24}{figures['one_change_delta_dry_run_s'] * 1000:>10.1f} ms")
     print(f"{'no change':<24}{figures['no_change_s'] * 1000:>10.0f} ms")
     print(
         json.dumps(

@@ -4,7 +4,8 @@ The YAML file is the source of truth; this writes its nodes, adapters, providers
 and principal tokens into the mirror tables and records the config revision as the active one.
 The management command, the refresh apply and `run_edge` all call `import_config`. It reads the
 rows as plain values, diffs them in memory and writes in batches: a sync costs a few statements
-per table, however large the fleet (docs/benchmarks.md).
+per table, however large the fleet (docs/benchmarks.md). Given the config the mirror holds, it
+reads and writes only the rows of what changed from it (`edge.mirror_delta`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import models, transaction
+from django.db.models import Q
 from django.db.models.functions import Cast
 
 from edge.config import EdgeConfig
+from edge.config.schema import Model as ConfigModel
+from edge.config.schema import Node as ConfigNode
 from edge.memory import collection_paused
+from edge.mirror_delta import MirrorDelta, mirror_delta
 from edge.models import ConfigRevision, PrincipalToken
 from nodes.models import Adapter, Node
 from nodes.wire.node_config import AdapterSpec, adapter_payload
@@ -63,7 +68,8 @@ class _Table:
     ``key`` holds the fields whose values, joined by "/", make a row's natural key; the last one
     is the row's name. ``fields`` holds the fields compared. A reference (a foreign key) reads as
     the name of the row it points at: a provider's ``adapter`` as the adapter id. ``columns``
-    turns a wanted row into model field values, references as pks.
+    turns a wanted row into model field values, references as pks. ``rows`` selects the rows
+    read: all of them, or those ``wanted`` covers when it holds a delta's part of the config.
     """
 
     label: str
@@ -72,31 +78,47 @@ class _Table:
     fields: tuple[str, ...]
     wanted: dict[str, dict[str, Any]]
     columns: Callable[[str, dict[str, Any], _Pks], dict[str, Any]]
+    rows: Q
 
 
 def import_config(
-    config: EdgeConfig, yaml_text: str, *, source: str, dry_run: bool = False
+    config: EdgeConfig,
+    yaml_text: str,
+    *,
+    source: str,
+    dry_run: bool = False,
+    base: EdgeConfig | None = None,
 ) -> ImportReport:
     """Sync the mirror to ``config`` and make its revision the active one.
 
     A dry run computes the same report and leaves the database as it was. Re-importing the
-    active revision with an unchanged mirror writes nothing.
+    active revision with an unchanged mirror writes nothing. ``base`` is the config the mirror
+    was last synced to (on a refresh, the running one): while the active revision is still
+    ``base``'s, only the rows of the nodes and models that differ from it are read and written,
+    with the same report. Otherwise every row is compared.
     """
     # The garbage collector would only rescan the rows read and wanted: all live to the end of
     # the sync, and are freed before collections resume (or the first would scan them all).
     with collection_paused():
-        return _sync(config, yaml_text, source=source, dry_run=dry_run)
+        return _sync(config, yaml_text, source=source, dry_run=dry_run, base=base)
 
 
-def _sync(config: EdgeConfig, yaml_text: str, *, source: str, dry_run: bool) -> ImportReport:
+def _sync(
+    config: EdgeConfig, yaml_text: str, *, source: str, dry_run: bool, base: EdgeConfig | None
+) -> ImportReport:
     with transaction.atomic():
         report = ImportReport(revision=config.revision)
+        # Locked: no other sync can change the mirror between this check and the commit.
         active = (
             ConfigRevision.objects.select_for_update().filter(active=True).only("revision").first()
         )
         report.revision_activated = active is None or active.revision != config.revision
+        delta: MirrorDelta | None = None
+        if base is not None and active is not None and active.revision == base.revision:
+            # The mirror holds ``base``: the rows of what did not change from it already match.
+            delta = mirror_delta(base, config)
         names: _Names = {}
-        tables = [(table, _existing(table, names)) for table in _tables(config)]
+        tables = [(table, _existing(table, names)) for table in _tables(config, delta)]
         # Deletions first, children before parents: none is hidden in a cascade, and a freed
         # unique value (a token hash) can be taken by a new row.
         for table, existing in reversed(tables):
@@ -137,7 +159,8 @@ def _existing(table: _Table, names: _Names) -> dict[str, tuple[int, dict[str, An
     width = len(table.key)
     own = names[table.model] = {}
     existing: dict[str, tuple[int, dict[str, Any]]] = {}
-    for pk, *row in table.model._default_manager.order_by().values_list("pk", *columns):
+    rows = table.model._default_manager.filter(table.rows).order_by()
+    for pk, *row in rows.values_list("pk", *columns):
         for i, named in refs:
             row[i] = named[row[i]]
         for i in json_at:
@@ -184,8 +207,25 @@ def _upsert(
     }
 
 
-def _tables(config: EdgeConfig) -> Iterable[_Table]:
-    """The tables in dependency order, so references resolve to rows already written."""
+def _tables(config: EdgeConfig, delta: MirrorDelta | None) -> Iterable[_Table]:
+    """The tables in dependency order, so references resolve to rows already written: all of
+    the config, or the part of it ``delta`` names (its nodes, its models, their routes)."""
+    nodes: Iterable[ConfigNode] = config.nodes
+    models: Iterable[ConfigModel] = config.models
+    # The nodes and models synced, and the providers whose routes are; None: all of them.
+    node_ids: frozenset[str] | None = None
+    model_ids: frozenset[str] | None = None
+    routed: set[str] | None = None
+    if delta is not None:
+        node_ids, model_ids = delta.nodes, delta.models
+        nodes = [node for node in map(config.node, node_ids) if node is not None]
+        models = [model for model in config.models if model.id in model_ids]
+        # A route is its model's and its provider's node's: synced when both are the delta's.
+        routed = {p.id for n in nodes for p in n.providers}
+
+    def within(lookup: str, names: frozenset[str] | None) -> Q:
+        return Q() if names is None else Q(**{f"{lookup}__in": names})
+
     yield _Table(
         "node",
         Node,
@@ -197,9 +237,10 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
                 "token_hash_sha256": n.token_hash_sha256,
                 "concurrency": n.concurrency,
             }
-            for n in config.nodes
+            for n in nodes
         },
         columns=lambda key, v, pks: {"node_id": key, **v},
+        rows=within("node_id", node_ids),
     )
     yield _Table(
         "adapter",
@@ -208,7 +249,7 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
         fields=("type", "options"),
         wanted={
             f"{n.id}/{a.id}": {"type": a.type, "options": _adapter_options(a)}
-            for n in config.nodes
+            for n in nodes
             for a in n.adapters
         },
         columns=lambda key, v, pks: {
@@ -216,6 +257,7 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
             "adapter_id": key.split("/")[1],
             **v,
         },
+        rows=within("node__node_id", node_ids),
     )
     yield _Table(
         "provider",
@@ -244,7 +286,7 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
                 "max_queue": p.max_queue,
                 "queue_timeout_s": p.queue_timeout_s,
             }
-            for n in config.nodes
+            for n in nodes
             for p in n.providers
         },
         columns=lambda key, v, pks: {
@@ -253,6 +295,7 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
             "node_id": pks["node"][v["node"]],
             "adapter_id": pks["adapter"][f"{v['node']}/{v['adapter']}"],
         },
+        rows=within("node__node_id", node_ids),
     )
     yield _Table(
         "model",
@@ -264,9 +307,10 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
                 "default_max_tokens": m.generation.default_max_tokens,
                 "max_tokens_limit": m.generation.max_tokens_limit,
             }
-            for m in config.models
+            for m in models
         },
         columns=lambda key, v, pks: {"model_id": key, **v},
+        rows=within("model_id", model_ids),
     )
     yield _Table(
         "route",
@@ -275,8 +319,9 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
         fields=("served_model",),
         wanted={
             f"{m.id}/{provider_id}": {"served_model": served}
-            for m in config.models
+            for m in models
             for provider_id, served in m.providers.items()
+            if routed is None or provider_id in routed
         },
         columns=lambda key, v, pks: {
             # A model id may hold a "/"; a provider id never does.
@@ -284,6 +329,7 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
             "provider_id": pks["provider"][key.rpartition("/")[2]],
             **v,
         },
+        rows=within("model__model_id", model_ids) & within("provider__node__node_id", node_ids),
     )
     yield _Table(
         "principal token",
@@ -299,6 +345,7 @@ def _tables(config: EdgeConfig) -> Iterable[_Table]:
             for t in config.openai.principal_tokens
         },
         columns=lambda key, v, pks: {"token_ref": key, **v},
+        rows=Q(),  # a few rows: always all of them
     )
 
 

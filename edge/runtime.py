@@ -14,14 +14,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from edge.config import EdgeConfig
 from edge.config.overrides import BoundListeners, pin_listeners
-from edge.config.parse_worker import ParseWorker
 from edge.config.schema import Model, PrincipalToken
 from edge.config.sharing import sharing_unchanged
-from edge.config.yaml_source import parse_yaml
 from edge.dispatch import (
     EdgeShuttingDown,
     PoolSnapshot,
@@ -31,7 +28,7 @@ from edge.dispatch import (
 )
 from edge.governance.limits import Limiter
 from edge.ha.role import Leadership
-from edge.memory import freeze_long_lived, return_free_memory
+from edge.memory import FreezeAfterSignIns, freeze_long_lived, return_free_memory
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
 from nodes.ack_log import NodeAckRecorder, RevisionAcks
@@ -105,19 +102,21 @@ class EdgeRuntime:
     ) -> None:
         """``owns_process``: the runtime is its process's reason to be (``run_edge``), so what
         is alive after each swap is frozen out of the collector's sight (``freeze_long_lived``)
-        and candidates are parsed in a worker process (``parse_candidate``). ``bound``: the
+        and refreshes are planned in a worker process (``refresh.plan_worker``). ``bound``: the
         listeners the process serves on (``run_edge --listen``), kept over every config."""
         self.owns_process = owns_process
         self.bound = bound
         config = pin_listeners(config, bound)
-        self._parse_worker = ParseWorker() if owns_process else None
         self.config = config
         self.config_path = config_path
         self.started_at = time.time()
         self.snapshot = snapshot_from_config(config)
+        self._in_force = (config, self.snapshot)  # what ``prepare`` builds over
         self.pool = ProviderPool(self.snapshot)
         self.nodes = NodeSessionStore(self.pool.set_node_ready)
         self.usage = UsageRecorder(write_usage, on_quiet=return_free_memory)
+        # When the runtime owns its process, Node sessions are frozen once signed in.
+        self.sign_ins = FreezeAfterSignIns() if owns_process else None
         self.acks = NodeAckRecorder(write_acks)  # the Nodes' config acks, for their mirror rows
         self.refresh_lock = asyncio.Lock()  # refreshes are serialized
         self.principals: Mapping[str, PrincipalToken] = _principals(config)
@@ -136,10 +135,11 @@ class EdgeRuntime:
     def prepare(self, config: EdgeConfig) -> PreparedConfig:
         """Build what ``swap_config`` swaps in. Safe in another thread: it reads only immutable
         objects (the config and snapshot in force, whose unchanged pieces the new ones share)."""
-        config = sharing_unchanged(pin_listeners(config, self.bound), self.config)
+        running, snapshot = self._in_force  # one read: the pair a swap sets together
+        config = sharing_unchanged(pin_listeners(config, self.bound), running)
         return PreparedConfig(
             config,
-            snapshot_from_config(config, self.snapshot),
+            snapshot_from_config(config, snapshot, running),
             _principals(config),
             _models(config),
         )
@@ -152,17 +152,10 @@ class EdgeRuntime:
         self.principals = prepared.principals
         self.models = prepared.models
         self.config = prepared.config
+        self._in_force = (prepared.config, prepared.snapshot)
         if self.owns_process:
             # The new config lives until the next swap: no full collection need scan it.
             freeze_long_lived()
-
-    def parse_candidate(self, text: str | bytes) -> Any:
-        """A candidate config's YAML as plain data (``parse_yaml``), parsed where it holds up no
-        request: in the worker process when the runtime owns its process. Blocks: call it from
-        a thread."""
-        if self._parse_worker is None:
-            return parse_yaml(text)
-        return self._parse_worker.parse(text)
 
     def principal_for(self, bearer_token: str) -> PrincipalToken | None:
         return self.principals.get(sha256_hex(bearer_token))

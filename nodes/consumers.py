@@ -10,13 +10,13 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from edge.config.canonical import node_canonical
@@ -25,6 +25,7 @@ from edge.tokens import bearer_token, sha256_hex
 from nodes import wire
 from nodes.log_limit import LogLimit
 from nodes.sessions import BAD_FRAME, NodeSession
+from nodes.wire.pacing import beats
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ REFUSED_SIGN_INS = LogLimit("node websocket")
 IDS_SHOWN = 3
 
 DROP, PING, WAIT = "drop", "ping", "wait"
+# The ASGI callables a consumer is called with.
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 # Told to each Node in its `config`: the frames this Edge takes beyond protocol 1's (wire.md).
 EDGE_FEATURES = [wire.FEATURE_BATCH]
 
@@ -72,6 +76,25 @@ class NodeConsumer(AsyncWebsocketConsumer):
     session: NodeSession | None = None
     keepalive: asyncio.Task[None] | None = None
     closing = False  # a refusal is closing the session: the rest of a batch is not read
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """Channels' loop, reading the one source a Node session has (no channel layer) directly.
+
+        Channels waits for each message with a task of its own and an ``asyncio.wait`` over it,
+        so that it can listen to a channel layer too: a dozen objects per frame, each living
+        until that session's next frame. At thousands of sessions that is a hundred thousand
+        objects the collector rescans at every collection of its older generations (docs/
+        benchmarks.md, "Fleet"). A configured channel layer gets Channels' loop as before.
+        """
+        if get_channel_layer(self.channel_layer_alias) is not None:
+            await super().__call__(scope, receive, send)
+            return
+        self.scope = scope
+        self.channel_layer = None
+        self.base_send = send
+        with contextlib.suppress(StopConsumer):
+            while True:
+                await self.dispatch(await receive())
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale DB connections before every event, a thread hop per frame. The
@@ -241,6 +264,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
         log.info("node %s: connected (agent %s)", self.node_id, frame["agent_version"])
         session.agent_version = frame["agent_version"]
         self.greeted.set()
+        if self.runtime.sign_ins is not None:
+            self.runtime.sign_ins.note_sign_in()
         config = self.runtime.config
         node = config.node(self.node_id)
         if node is not None:
@@ -320,13 +345,13 @@ class NodeConsumer(AsyncWebsocketConsumer):
             return
         interval = settings.IOP_NODE_PING_INTERVAL_S
         silence = SILENT_INTERVALS * interval
-        # Each session pings at a phase of its own: Nodes that signed in together (an Edge
-        # start, a reconnect storm) would otherwise be pinged, and answer, in one burst per
-        # interval, holding up requests behind 1,000 frames at once.
-        delay = random.uniform(0, interval)
-        while not session.closed:
-            await asyncio.sleep(delay)
-            delay = interval
+        # Each session pings at a phase of its own, kept however late a busy loop wakes it
+        # (nodes.wire.pacing): Nodes that signed in together (an Edge start, a reconnect storm)
+        # would otherwise be pinged, and answer, in one burst per interval, holding up requests
+        # behind thousands of frames at once.
+        async for _ in beats(interval):
+            if session.closed:
+                return
             step = keep_alive_step(time.monotonic() - self.last_heard, interval)
             if step == DROP:
                 # Detached first: a frozen Node must not get runs while its socket closes.

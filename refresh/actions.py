@@ -37,6 +37,7 @@ from nodes import wire
 from nodes.sessions import NodeSession, PendingAck
 from refresh.models import RefreshRecord
 from refresh.plan import Mode, NodePush, Plan, RefreshResult, new_refresh_id, plan_refresh
+from refresh.plan_worker import PLAN_WORKER
 
 log = logging.getLogger(__name__)
 
@@ -174,15 +175,19 @@ async def _plan(
                 errors=[{"path": "config_file", "message": f"cannot read the config file: {exc}"}],
             )
             return (Plan(unreadable, None), None), ""
-    # Off the event loop: a fleet's candidate takes most of a second to parse, validate and
+    # Off the event loop: a fleet's candidate takes seconds of CPU to parse, validate and
     # classify, and requests and Node pings must not wait for it. The thread reads only immutable
     # objects (the running config and pool snapshot).
     running, timeout_s = runtime.config, settings.IOP_REFRESH_PLAN_TIMEOUT_S
+    running_text = None
+    if runtime.owns_process and not PLAN_WORKER.holds(running.revision):
+        running_text = await database_sync_to_async(_revision_yaml)(running.revision)
     planning = _in_daemon_thread(
         functools.partial(
             _plan_and_prepare,
             runtime,
             running,
+            running_text,
             config_yaml,
             mode=mode,
             base_revision=base_revision,
@@ -214,30 +219,53 @@ async def _plan(
 def _plan_and_prepare(
     runtime: EdgeRuntime,
     running: EdgeConfig,
+    running_text: str | None,
     config_yaml: str,
     *,
     mode: Mode,
     base_revision: str | None,
     candidate_revision: str | None,
 ) -> _Planned:
+    """The plan and, for an apply that can go ahead, what it swaps in. An Edge that owns its
+    process plans in the worker (``refresh.plan_worker``); ``running_text`` is the running
+    config's YAML when the worker does not hold it yet."""
     with collection_paused():
-        plan = plan_refresh(
-            running,
-            config_yaml,
-            mode=mode,
-            base_revision=base_revision,
-            candidate_revision=candidate_revision,
-            parse=runtime.parse_candidate,
-        )
+        if runtime.owns_process:
+            plan = PLAN_WORKER.plan(
+                running,
+                running_text,
+                config_yaml,
+                mode=mode,
+                base_revision=base_revision,
+                candidate_revision=candidate_revision,
+            )
+        else:
+            plan = plan_refresh(
+                running,
+                config_yaml,
+                mode=mode,
+                base_revision=base_revision,
+                candidate_revision=candidate_revision,
+            )
         applying = mode == "apply" and plan.applicable and plan.candidate is not None
         prepared = runtime.prepare(plan.candidate) if applying and plan.candidate else None
         if runtime.owns_process:
-            # Left to the collector, the hundreds of thousands of objects planning made would be
-            # scanned by the next collections, with the event loop stopped each time. Frozen,
-            # they cost none: a candidate is swapped in, or freed by reference counting when the
-            # refresh ends (a config holds no reference cycles).
+            # Left to the collector, the objects planning made would be scanned by the next
+            # collections, with the event loop stopped each time. Frozen, they cost none: a
+            # candidate is swapped in, or freed by reference counting when the refresh ends (a
+            # config holds no reference cycles).
             freeze_long_lived()
     return plan, prepared
+
+
+def _revision_yaml(revision: str) -> str | None:
+    """The YAML the mirror recorded for ``revision`` (the running config's, once imported)."""
+    return (
+        ConfigRevision.objects.filter(revision=revision)
+        .order_by("-pk")
+        .values_list("yaml_text", flat=True)
+        .first()
+    )
 
 
 def _read_config_file(runtime: EdgeRuntime) -> str:
@@ -262,7 +290,14 @@ async def _apply(
     result.status = "applied"
     record = _new_record(result, config_yaml, requester)
     try:
-        await _persist(runtime.config_path, candidate, config_yaml, record, runtime.commit_guard)
+        await _persist(
+            runtime.config_path,
+            runtime.config,
+            candidate,
+            config_yaml,
+            record,
+            runtime.commit_guard,
+        )
     except NotLeading as exc:
         # Nothing was applied: this Edge lost the lead while planning; the new leader decides.
         result.status = "invalid"
@@ -289,6 +324,7 @@ async def _apply(
 @database_sync_to_async
 def _persist(
     config_path: Path | None,
+    running: EdgeConfig,
     candidate: EdgeConfig,
     config_yaml: str,
     record: RefreshRecord,
@@ -297,19 +333,19 @@ def _persist(
     """Mirror, record and config file together: a file that cannot be written rolls the mirror
     and the record back, and no applied revision is ever committed without its record.
 
-    The backup holds the config that was running (the active revision's YAML), which differs
-    from the file when the operator edited the file in place before this apply.
+    The mirror is synced by delta over ``running``, the config the plan was made against
+    (when the active revision is still its own). The backup holds the config that was running
+    (the active revision's YAML), which differs from the file when the operator edited the file
+    in place before this apply.
     """
     with transaction.atomic():
         if guard is not None:
             guard()  # first: the new leader's takeover reads the revision after this commits
-        running = ConfigRevision.objects.filter(active=True).first()
-        import_config(candidate, config_yaml, source="refresh")
+        active = ConfigRevision.objects.filter(active=True).only("yaml_text").first()
+        import_config(candidate, config_yaml, source="refresh", base=running)
         record.save()
         if config_path is not None:
-            write_atomically(
-                config_path, config_yaml, backup=running.yaml_text if running else None
-            )
+            write_atomically(config_path, config_yaml, backup=active.yaml_text if active else None)
 
 
 def write_atomically(path: Path, text: str, backup: str | None) -> None:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
-from edge.config.yaml_source import parse_yaml
 from edge.memory import collection_paused
 from refresh.classify import Classification, classify
 
@@ -82,10 +81,10 @@ def plan_refresh(
     base_revision: str | None = None,
     candidate_revision: str | None = None,
     refresh_id: str | None = None,
-    parse: Callable[[str | bytes], Any] = parse_yaml,
+    load: Callable[[str | bytes], EdgeConfig] = load_config_text,
 ) -> Plan:
     """Load and classify ``candidate_yaml`` against ``running``; nothing is changed here.
-    ``parse`` parses the YAML (``edge.config.parse_worker`` does it in a worker process).
+    ``load`` loads the candidate (``refresh.plan_worker`` reuses one it loaded from this text).
 
     ``base_revision`` and ``candidate_revision`` pin a reviewed plan: when either differs from
     what is running or what was sent now, the result is ``stale``.
@@ -97,7 +96,7 @@ def plan_refresh(
         base_revision=running.revision,
     )
     try:
-        candidate = load_config_text(candidate_yaml, parse)
+        candidate = load(candidate_yaml)
     except ConfigError as exc:
         result.status = "invalid"
         result.errors = [{"path": i.path, "message": i.message} for i in exc.issues]

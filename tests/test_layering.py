@@ -27,6 +27,7 @@ CORE_MODULES = (
     "edge.usage_tables",
     "edge.tokens",
     "edge.memory",
+    "edge.mirror_delta",
     "nodes.sessions",
     "nodes.log_limit",
     "nodes.ack_log",
@@ -35,6 +36,7 @@ CORE_MODULES = (
     "refresh.outcome",
     "refresh.paths",
     "refresh.plan",
+    "refresh.plan_worker",
     "refresh.report",
 )
 

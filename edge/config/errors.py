@@ -24,7 +24,7 @@ class ConfigError(Exception):
         super().__init__("\n".join(str(issue) for issue in issues))
 
     def __reduce__(self) -> tuple[type[ConfigError], tuple[list[ConfigIssue]]]:
-        # Raised in the parse worker process and pickled back (edge.config.parse_worker).
+        # Pickled between processes (refresh.plan_worker) with its issues.
         return (type(self), (self.issues,))
 
     @classmethod

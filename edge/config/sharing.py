@@ -36,7 +36,8 @@ def sharing_unchanged(candidate: EdgeConfig, running: EdgeConfig) -> EdgeConfig:
 
 
 def _shared(old: _Piece | None, new: _Piece) -> _Piece:
-    return old if old is not None and old == new else new
+    # Identity first: a candidate rebuilt from a patch already holds the running objects.
+    return old if old is not None and (old is new or old == new) else new
 
 
 def _shared_canonical(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from edge.dispatch.passive import PassiveHealthPolicy
 
 if TYPE_CHECKING:
-    from edge.config.schema import EdgeConfig
+    from edge.config.schema import EdgeConfig, Provider
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,22 +101,22 @@ class PoolSnapshot:
         return delta if delta is not None and base is not None and delta.base() is base else None
 
 
-def snapshot_from_config(config: EdgeConfig, previous: PoolSnapshot | None = None) -> PoolSnapshot:
+def snapshot_from_config(
+    config: EdgeConfig,
+    previous: PoolSnapshot | None = None,
+    previous_config: EdgeConfig | None = None,
+) -> PoolSnapshot:
     """The dispatch view of a validated Edge config, sharing what did not change with
-    ``previous`` (``PoolSnapshot.sharing``)."""
+    ``previous`` (``PoolSnapshot.sharing``). ``previous_config``: the config ``previous`` was
+    built from; a node of ``config`` that is the very object it holds keeps its specs as they
+    are, unbuilt and uncompared (a refresh of one node in thousands builds only that one's)."""
+    kept: dict[str, ProviderSpec] = {}
+    if previous is not None and previous_config is not None:
+        kept = {spec.id: spec for spec in previous.providers}
     providers = tuple(
-        ProviderSpec(
-            id=provider.id,
-            node_id=node.id,
-            adapter_id=provider.adapter,
-            served_models=tuple(provider.served_models),
-            enabled=provider.enabled,
-            capacity=provider.capacity,
-            long_context_slots=provider.long_context_slots,
-            priority=provider.priority,
-            max_queue=provider.max_queue,
-            queue_timeout_s=provider.queue_timeout_s,
-        )
+        kept[provider.id]
+        if kept and previous_config is not None and previous_config.node(node.id) is node
+        else _provider_spec(node.id, provider)
         for node in config.nodes
         for provider in node.providers
     )
@@ -134,9 +134,24 @@ def snapshot_from_config(config: EdgeConfig, previous: PoolSnapshot | None = Non
     return snapshot if previous is None else snapshot.sharing(previous)
 
 
+def _provider_spec(node_id: str, provider: Provider) -> ProviderSpec:
+    return ProviderSpec(
+        id=provider.id,
+        node_id=node_id,
+        adapter_id=provider.adapter,
+        served_models=tuple(provider.served_models),
+        enabled=provider.enabled,
+        capacity=provider.capacity,
+        long_context_slots=provider.long_context_slots,
+        priority=provider.priority,
+        max_queue=provider.max_queue,
+        queue_timeout_s=provider.queue_timeout_s,
+    )
+
+
 _Spec = TypeVar("_Spec", ProviderSpec, ModelSpec)
 
 
 def _shared(previous: Mapping[str, _Spec], spec: _Spec) -> _Spec:
     old = previous.get(spec.id)
-    return old if old == spec else spec
+    return old if old is spec or old == spec else spec

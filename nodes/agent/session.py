@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from nodes.agent.env_access import EnvAccess
 from nodes.agent.health import HealthMap, HealthMonitor
 from nodes.agent.outbox import Outbox
 from nodes.agent.registry import AdapterFactory, Registry, RegistrySlot, RouteError
+from nodes.wire.pacing import beats
 
 logger = logging.getLogger(__name__)
 
@@ -365,13 +365,10 @@ async def heartbeat(send: Callable[[wire.Frame], Awaitable[None]]) -> None:
     has not heard from, and its own pings may wait behind a large request on a slow link.
 
     The pings carry no ``ts``: they are heartbeats, which the Edge does not answer (at 3,000
-    Nodes the answers were a quarter of its keep-alive CPU). The first comes at a random point of
-    the interval: Nodes that reconnect together after an Edge restart would otherwise ping it
-    in one burst per interval for as long as they run.
+    Nodes the answers were a quarter of its keep-alive CPU). They come on a grid of their own
+    (``nodes.wire.pacing``): Nodes that reconnect together after an Edge restart, or whose
+    pings a busy moment delayed together, would otherwise ping it in one burst per interval.
     """
-    delay = random.uniform(0, HEARTBEAT_INTERVAL_S)
     with contextlib.suppress(ConnectionClosed):
-        while True:
-            await asyncio.sleep(delay)
+        async for _ in beats(HEARTBEAT_INTERVAL_S):
             await send(wire.ping())
-            delay = HEARTBEAT_INTERVAL_S

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Iterator
 
@@ -10,6 +11,7 @@ import pytest
 from edge.memory import (
     COLLECTION_TIMES,
     CollectionTimes,
+    FreezeAfterSignIns,
     collection_paused,
     freeze_long_lived,
     watch_collections,
@@ -84,3 +86,21 @@ def test_the_process_watch_is_installed_once() -> None:
         assert gc.callbacks.count(COLLECTION_TIMES) == 1
     finally:
         gc.callbacks.remove(COLLECTION_TIMES)
+
+
+def test_sign_ins_are_frozen_once_they_settle(unfrozen: None) -> None:
+    freezer = FreezeAfterSignIns(settle_s=0.01)
+
+    async def storm() -> tuple[int, int]:
+        gc.unfreeze()
+        for _ in range(100):
+            freezer.note_sign_in()  # one freeze for the lot, not one each
+        before = gc.get_freeze_count()
+        kept = [[index] for index in range(1000)]  # a session's objects, made after
+        await asyncio.sleep(0.05)  # timers run in deadline order: the freeze comes first
+        assert kept
+        return before, gc.get_freeze_count()
+
+    before, after = asyncio.run(storm())
+
+    assert before == 0 and after >= 1000

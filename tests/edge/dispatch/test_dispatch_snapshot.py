@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from bench.fleet_config import fleet_yaml, one_change
+from edge.config import load_config_text
 from edge.config.schema import (
     ControlPlane,
     EdgeConfig,
@@ -16,6 +18,7 @@ from edge.config.schema import (
     QueueDefaults,
     frozen_mapping,
 )
+from edge.config.sharing import sharing_unchanged
 from edge.dispatch import ModelSpec, PoolSnapshot, ProviderSpec, snapshot_from_config
 from nodes.wire import AdapterSpec
 from tests.edge.dispatch.pool_helpers import make_provider
@@ -142,3 +145,18 @@ def test_it_rejects_an_inconsistent_snapshot(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         PoolSnapshot(providers, models, 1000)
+
+
+def test_built_over_the_config_in_force_an_unchanged_node_keeps_its_specs() -> None:
+    running = load_config_text(fleet_yaml(12))
+    previous = snapshot_from_config(running)
+    candidate = sharing_unchanged(load_config_text(one_change(fleet_yaml(12))), running)
+
+    snapshot = snapshot_from_config(candidate, previous, running)
+
+    assert snapshot == snapshot_from_config(candidate)  # the same as one built afresh
+    old = {spec.id: spec for spec in previous.providers}
+    moved = [spec for spec in snapshot.providers if spec is not old[spec.id]]
+    assert [spec.id for spec in moved] == ["node-00000-p0"]  # the one change
+    assert moved[0].capacity != old["node-00000-p0"].capacity
+    assert snapshot.delta is not None and snapshot.delta.providers == tuple(moved)

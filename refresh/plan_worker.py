@@ -1,0 +1,186 @@
+"""Planning refreshes in a worker process, for an Edge that is serving.
+
+Planning a fleet's candidate (parse, validate, classify: seconds of CPU at thousands of nodes) in
+a thread of the Edge competed with the event loop for the interpreter: the loop gives it up at
+every socket call and waits for it behind a busy thread, so with thousands of Node sessions
+requests were held up for hundreds of milliseconds per refresh. In a process of its own the plan
+holds only that process.
+
+The worker holds the configs it loaded last (the running one and the last candidate), so it
+plans against the running config without reading it again, and an apply of the candidate that was
+just dry-run is not loaded again either. The Edge gets back the result and, for an apply it can go
+ahead with, a ``ConfigPatch`` (``edge.config.patch``) that it builds the candidate from, sharing
+its own objects: reading a whole fleet's config back would cost it most of what was saved.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import logging
+import multiprocessing
+import os
+import pickle
+import threading
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from edge.config import ConfigError, EdgeConfig, load_config_text
+from edge.config.patch import apply_patch, dumps, patch_against
+from edge.memory import collection_paused
+from refresh.plan import Mode, Plan, plan_refresh
+
+log = logging.getLogger(__name__)
+
+# Planning is background work: on a box whose cores are all busy, the event loop (requests,
+# Node sessions) goes first and the plan takes longer.
+WORKER_NICENESS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """What the worker plans: ``running_text`` only when it does not hold the running config."""
+
+    running_revision: str
+    running_text: str | None
+    candidate_text: str | bytes
+    mode: Mode
+    base_revision: str | None
+    candidate_revision: str | None
+
+
+class RunningUnknown(LookupError):
+    """The worker does not hold the running config, and was not sent it."""
+
+
+# -- in the worker process ----------------------------------------------------------------------
+
+# The configs the worker loaded last, by revision, and the digest of the text each came from.
+_held: dict[str, tuple[EdgeConfig, bytes]] = {}
+
+
+def _digest(text: str | bytes) -> bytes:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).digest()
+
+
+def plan_in_worker(request: PlanRequest) -> bytes:
+    """The plan's result and, for an apply that can go ahead, its patch, pickled (``dumps``)."""
+    global _held
+    with collection_paused():  # nothing here lives long enough to be worth collecting
+        running = _running(request)
+        digest = _digest(request.candidate_text)
+        loaded = [config for config, held in _held.values() if held == digest]
+        plan = _plan_here(
+            running, request, (lambda _text: loaded[0]) if loaded else load_config_text
+        )
+        patch = None
+        if request.mode == "apply" and plan.applicable and plan.candidate is not None:
+            patch = patch_against(plan.candidate, running)
+        held = {running.revision: _held[running.revision]}
+        if plan.candidate is not None:
+            held[plan.candidate.revision] = (plan.candidate, digest)
+        _held = held
+        return dumps((plan.result, patch))
+
+
+def _plan_here(
+    running: EdgeConfig,
+    request: PlanRequest,
+    load: Callable[[str | bytes], EdgeConfig] = load_config_text,
+) -> Plan:
+    return plan_refresh(
+        running,
+        request.candidate_text,
+        mode=request.mode,
+        base_revision=request.base_revision,
+        candidate_revision=request.candidate_revision,
+        load=load,
+    )
+
+
+def _running(request: PlanRequest) -> EdgeConfig:
+    if request.running_revision in _held:
+        return _held[request.running_revision][0]
+    if request.running_text is None:
+        raise RunningUnknown(request.running_revision)
+    try:
+        running = load_config_text(request.running_text)
+    except ConfigError as exc:
+        raise RunningUnknown(f"the running config's text does not load: {exc}") from None
+    if running.revision != request.running_revision:
+        raise RunningUnknown(f"the text sent is {running.revision}")
+    _held[running.revision] = (running, _digest(request.running_text))
+    return running
+
+
+# -- in the Edge ---------------------------------------------------------------------------------
+
+
+class PlanWorker:
+    """One worker process, started on first use and started again if it dies."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._holds: frozenset[str] = frozenset()  # the revisions the worker holds
+
+    def holds(self, revision: str) -> bool:
+        """Whether a plan against ``revision`` can go without its text."""
+        return revision in self._holds
+
+    def plan(
+        self,
+        running: EdgeConfig,
+        running_text: str | None,
+        candidate_text: str | bytes,
+        *,
+        mode: Mode,
+        base_revision: str | None = None,
+        candidate_revision: str | None = None,
+    ) -> Plan:
+        """``plan_refresh`` of the candidate against ``running``, made in the worker; blocks, so
+        call it from a thread. The plan carries its candidate only for an apply that can go
+        ahead. ``running_text`` (the YAML ``running`` was loaded from) is needed when the
+        worker does not hold the running config (``holds``); without it, or when the worker
+        died, the plan is made in this process."""
+        request = PlanRequest(
+            running.revision, running_text, candidate_text, mode, base_revision, candidate_revision
+        )
+        try:
+            pickled = self._executor().submit(plan_in_worker, request).result()
+        except RunningUnknown:
+            log.info("the plan worker lacks the running config; planning in this process")
+            return _plan_here(running, request)
+        except BrokenProcessPool:
+            # Killed from outside (or out of memory): this plan is made here, the next one gets
+            # a new worker.
+            log.warning("the refresh plan worker died; planning in this process this time")
+            self.close()
+            return _plan_here(running, request)
+        result, patch = pickle.loads(pickled)
+        self._holds = frozenset(
+            revision for revision in (running.revision, result.candidate_revision) if revision
+        )
+        return Plan(result, None if patch is None else apply_patch(patch, running))
+
+    def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                # Spawned, not forked: the Edge has threads and sockets a fork would copy.
+                context = multiprocessing.get_context("spawn")
+                self._pool = concurrent.futures.ProcessPoolExecutor(
+                    1, mp_context=context, initializer=os.nice, initargs=(WORKER_NICENESS,)
+                )
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            self._holds = frozenset()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+# The Edge's one plan worker (``run_edge``: an Edge that owns its process plans there).
+PLAN_WORKER = PlanWorker()

@@ -1,0 +1,119 @@
+"""Planning in a worker process (refresh.plan_worker): the same plan as in this one, the
+candidate rebuilt from the running config's objects, and a worker that dies is replaced."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bench.fleet_config import fleet_yaml, one_change
+from edge.config import load_config_text
+from refresh.plan import Plan, plan_refresh
+from refresh.plan_worker import PlanWorker
+
+RUNNING_TEXT = fleet_yaml(12)
+RUNNING = load_config_text(RUNNING_TEXT)
+CANDIDATE_TEXT = one_change(RUNNING_TEXT)
+
+
+@pytest.fixture
+def worker() -> Iterator[PlanWorker]:
+    plan_worker = PlanWorker()
+    yield plan_worker
+    plan_worker.close()
+
+
+def without_id(plan: Plan) -> dict[str, Any]:
+    result = plan.result.to_dict()
+    del result["refresh_id"]
+    return result
+
+
+@pytest.mark.parametrize("mode", ["dry_run", "apply"])
+def test_it_plans_what_this_process_plans(worker: PlanWorker, mode: Any) -> None:
+    there = worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode=mode)
+    here = plan_refresh(RUNNING, CANDIDATE_TEXT, mode=mode)
+
+    assert without_id(there) == without_id(here)
+    assert there.result.status == "ok" and there.result.classification.changes
+    if mode == "apply":
+        assert there.candidate is not None and there.candidate == here.candidate
+        assert there.candidate.revision == here.result.candidate_revision
+    else:
+        assert there.candidate is None  # a dry run swaps nothing in: no candidate comes back
+
+
+def test_an_apply_s_candidate_is_built_from_the_running_config_s_objects(
+    worker: PlanWorker,
+) -> None:
+    plan = worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="apply")
+
+    assert plan.candidate is not None
+    [changed] = plan.result.classification.changed_nodes
+    kept = [node for node in plan.candidate.nodes if node.id != changed]
+    assert len(kept) == 11 and all(node is RUNNING.node(node.id) for node in kept)
+
+
+def test_it_holds_the_running_config_and_the_candidate_it_loaded(worker: PlanWorker) -> None:
+    assert not worker.holds(RUNNING.revision)
+    dry_run = worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run")
+    candidate_revision = dry_run.result.candidate_revision
+
+    assert worker.holds(RUNNING.revision) and candidate_revision is not None
+    assert worker.holds(candidate_revision)
+    # Applied, the candidate runs: the next plan against it needs no text.
+    applied = worker.plan(RUNNING, None, CANDIDATE_TEXT, mode="apply")
+    assert applied.candidate is not None
+    back = worker.plan(applied.candidate, None, RUNNING_TEXT, mode="dry_run")
+    assert back.result.status == "ok"
+    assert back.result.candidate_revision == RUNNING.revision
+
+
+def test_without_the_running_config_it_plans_in_this_process(worker: PlanWorker) -> None:
+    plan = worker.plan(RUNNING, None, CANDIDATE_TEXT, mode="apply")
+
+    assert without_id(plan) == without_id(plan_refresh(RUNNING, CANDIDATE_TEXT, mode="apply"))
+    assert plan.candidate is not None and plan.candidate.node("node-00000") is not None
+    assert not worker.holds(RUNNING.revision)
+
+
+def test_a_running_text_of_another_revision_is_not_trusted(worker: PlanWorker) -> None:
+    plan = worker.plan(RUNNING, CANDIDATE_TEXT, CANDIDATE_TEXT, mode="dry_run")
+
+    assert plan.result.status == "ok"  # planned here, against the running config itself
+    assert not worker.holds(RUNNING.revision)
+
+
+def test_an_invalid_candidate_gets_the_same_errors(worker: PlanWorker) -> None:
+    text = RUNNING_TEXT.replace("capacity: 4", "capacity: -1", 1)
+
+    there = worker.plan(RUNNING, RUNNING_TEXT, text, mode="apply")
+
+    assert there.result.status == "invalid" and there.candidate is None
+    assert there.result.errors == plan_refresh(RUNNING, text, mode="apply").result.errors
+
+
+def test_a_stale_pin_is_stale_there_too(worker: PlanWorker) -> None:
+    there = worker.plan(
+        RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="apply", base_revision="sha256:" + "0" * 64
+    )
+
+    assert there.result.status == "stale" and there.candidate is None
+
+
+def test_a_worker_that_dies_is_replaced(worker: PlanWorker) -> None:
+    worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run")
+    executor = worker._executor()
+    [process] = executor._processes.values()  # the one worker, to kill from outside
+    os.kill(process.pid, signal.SIGKILL)
+    process.join()
+
+    # This plan is made in this process, as the pool broke; the next one in a new worker.
+    assert worker.plan(RUNNING, None, CANDIDATE_TEXT, mode="dry_run").result.status == "ok"
+    assert not worker.holds(RUNNING.revision)
+    assert worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run").result.status == "ok"
+    assert worker._executor() is not executor and worker.holds(RUNNING.revision)
