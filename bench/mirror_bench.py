@@ -2,7 +2,8 @@
 
 Measures the first import into an empty mirror, a sync of one change (one provider's capacity),
 every row compared or only the delta from the config the mirror holds (`base=`, as a refresh
-passes it), and a re-import of the active revision (no change), on the database in DATABASE_URL:
+passes it), a re-import of the active revision (no change) and a change of every provider's
+capacity (by delta: one that names every node), on the database in DATABASE_URL:
 a throwaway database is created beside it (`iop_edge_mirror_bench` on PostgreSQL) and dropped at
 the end; without DATABASE_URL, a SQLite file in a temporary directory. Parsing the config is not
 measured. The last line printed is one JSON object.
@@ -43,7 +44,7 @@ def measure(nodes: int, rounds: int) -> dict[str, float]:
     from edge.config.sharing import sharing_unchanged
     from edge.mirror import import_config
 
-    texts = [fleet_yaml(nodes), one_change(fleet_yaml(nodes))]
+    texts = [fleet_yaml(nodes), one_change(fleet_yaml(nodes)), fleet_yaml(nodes, capacity=5)]
     configs = [load_config_text(text) for text in texts]
     # As a refresh holds them: the candidate shares its unchanged nodes and models.
     configs[1] = sharing_unchanged(configs[1], configs[0])
@@ -55,7 +56,7 @@ def measure(nodes: int, rounds: int) -> dict[str, float]:
             configs[which], texts[which], source="mirror bench", dry_run=dry_run, base=base
         )
 
-    first, changed, delta, delta_dry_run, unchanged = [], [], [], [], []
+    first, changed, delta, delta_dry_run, unchanged, fleet_wide = [], [], [], [], [], []
     for _ in range(rounds):
         empty_mirror()
         first.append(timed(run(0)))
@@ -65,6 +66,8 @@ def measure(nodes: int, rounds: int) -> dict[str, float]:
         # The same without writing the new revision's YAML: the mirror's part alone.
         delta_dry_run.append(timed(run(1, base=configs[0], dry_run=True)))
         unchanged.append(timed(run(0)))
+        # Every provider's capacity: a delta that names every node, and back.
+        fleet_wide += [timed(run(2, base=configs[0])), timed(run(0, base=configs[2]))]
     for base in (None, configs[0]):
         report = import_config(configs[1], texts[1], source="mirror bench", dry_run=True, base=base)
         assert len(report.updated) == 1 and not report.created and not report.deleted, (
@@ -76,6 +79,7 @@ def measure(nodes: int, rounds: int) -> dict[str, float]:
         "one_change_delta_s": min(delta),
         "one_change_delta_dry_run_s": min(delta_dry_run),
         "no_change_s": min(unchanged),
+        "fleet_change_s": min(fleet_wide),
     }
 
 
@@ -112,6 +116,7 @@ def main() -> None:
     print(f"{'one change, delta':<24}{figures['one_change_delta_s'] * 1000:>10.1f} ms")
     print(f"{'  the same, dry run':<24}{figures['one_change_delta_dry_run_s'] * 1000:>10.1f} ms")
     print(f"{'no change':<24}{figures['no_change_s'] * 1000:>10.0f} ms")
+    print(f"{'every provider changed':<24}{figures['fleet_change_s'] * 1000:>10.0f} ms")
     print(
         json.dumps(
             {

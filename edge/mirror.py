@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 from django.db.models.functions import Cast
 
@@ -65,9 +65,9 @@ _Names = dict[type[models.Model], dict[int, str]]
 class _Table:
     """How one mirror table maps to the config: natural key, wanted values, and how to write.
 
-    ``key`` holds the fields whose values, joined by "/", make a row's natural key; the last one
-    is the row's name. ``fields`` holds the fields compared. A reference (a foreign key) reads as
-    the name of the row it points at: a provider's ``adapter`` as the adapter id. ``columns``
+    ``key`` holds the fields whose values, joined by "/", make a row's natural key. ``fields``
+    holds the fields compared. A reference (a foreign key) reads as the natural key of the row it
+    points at: a provider's ``adapter`` as ``node/adapter``. ``columns``
     turns a wanted row into model field values, references as pks. ``rows`` selects the rows
     read: all of them, or those ``wanted`` covers when it holds a delta's part of the config.
     """
@@ -167,7 +167,7 @@ def _existing(table: _Table, names: _Names) -> dict[str, tuple[int, dict[str, An
             if row[i] not in decoded:
                 decoded[row[i]] = json.loads(row[i])
             row[i] = decoded[row[i]]
-        own[pk] = row[width - 1]
+        own[pk] = "/".join(row[:width])
         existing["/".join(row[:width])] = (pk, dict(zip(table.fields, row[width:], strict=True)))
     return existing
 
@@ -185,26 +185,61 @@ def _upsert(
 ) -> dict[str, int]:
     """Create and update the table's rows; their pks by natural key."""
     wanted = table.wanted
-    updated: dict[tuple[str, ...], list[models.Model]] = {}
+    updated: dict[tuple[str, ...], list[tuple[int, dict[str, Any]]]] = {}
     for key in sorted(key for key, (_, current) in existing.items() if current != wanted[key]):
         pk, current = existing[key]
         values = wanted[key]
         changed = tuple(k for k, v in values.items() if current[k] != v)
         diffs = "; ".join(f"{k}: {current[k]!r} -> {values[k]!r}" for k in changed)
         report.updated.append(f"{table.label} {key} ({diffs})")
-        row = table.model(pk=pk, **table.columns(key, values, pks))
-        updated.setdefault(changed, []).append(row)
+        updated.setdefault(changed, []).append((pk, table.columns(key, values, pks)))
     new = sorted(wanted.keys() - existing.keys())
     report.created += [f"{table.label} {key}" for key in new]
     created = [table.model(**table.columns(key, wanted[key], pks)) for key in new]
     manager = table.model._default_manager
     # Updates before creates: a unique value an update frees can be taken by a new row.
     for fields, rows in updated.items():
-        manager.bulk_update(rows, fields, batch_size=BATCH)
+        _update(table.model, fields, rows)
     manager.bulk_create(created, batch_size=BATCH)
     return {key: pk for key, (pk, _) in existing.items()} | {
         key: row.pk for key, row in zip(new, created, strict=True)
     }
+
+
+def _update(
+    model: type[models.Model], names: tuple[str, ...], rows: list[tuple[int, dict[str, Any]]]
+) -> None:
+    """Set the fields ``names`` of each row (pk, column values by field name or attname), one
+    ``UPDATE`` statement sent for all of them with ``executemany``.
+
+    ``bulk_update`` builds one ``CASE`` expression per field over each batch, in Python: a change
+    that reconfigures a whole fleet (30,000 providers at 3,000 nodes) cost seconds of the
+    interpreter that the Edge's event loop shares. Here the rows' values are prepared once and the
+    statements run in the database driver.
+    """
+    meta = model._meta
+    targets = [_concrete(meta.get_field(name)) for name in names]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in targets)
+    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
+    params = [
+        [field.get_db_prep_save(_value(field, values), connection) for field in targets] + [pk]
+        for pk, values in rows
+    ]
+    with connection.cursor() as cursor:
+        for start in range(0, len(params), BATCH):
+            cursor.executemany(sql, params[start : start + BATCH])
+
+
+def _concrete(field: object) -> models.Field[Any, Any]:
+    if not isinstance(field, models.Field) or field.column is None:
+        raise TypeError(f"{field} is not a column")
+    return field
+
+
+def _value(field: models.Field[Any, Any], values: dict[str, Any]) -> Any:
+    # ``columns`` names a reference by its attname (``node_id``), a plain field by its name.
+    return values[field.attname] if field.attname in values else values[field.name]
 
 
 def _tables(config: EdgeConfig, delta: MirrorDelta | None) -> Iterable[_Table]:
@@ -277,7 +312,9 @@ def _tables(config: EdgeConfig, delta: MirrorDelta | None) -> Iterable[_Table]:
         wanted={
             p.id: {
                 "node": n.id,
-                "adapter": p.adapter,
+                # The adapter's natural key: a provider that moves to another node's adapter of
+                # the same id points at another row.
+                "adapter": f"{n.id}/{p.adapter}",
                 "served_models": list(p.served_models),
                 "enabled": p.enabled,
                 "capacity": p.capacity,
@@ -293,7 +330,7 @@ def _tables(config: EdgeConfig, delta: MirrorDelta | None) -> Iterable[_Table]:
             **{name: value for name, value in v.items() if name not in ("node", "adapter")},
             "provider_id": key,
             "node_id": pks["node"][v["node"]],
-            "adapter_id": pks["adapter"][f"{v['node']}/{v['adapter']}"],
+            "adapter_id": pks["adapter"][v["adapter"]],
         },
         rows=within("node__node_id", node_ids),
     )

@@ -152,7 +152,9 @@ def test_it_moves_a_provider_to_a_new_adapter(default_config_text):
 
     report = run_import(edited)
 
-    assert report.updated == ["provider echo-overflow (adapter: 'echo-slow' -> 'echo')"]
+    assert report.updated == [
+        "provider echo-overflow (adapter: 'node-local/echo-slow' -> 'node-local/echo')"
+    ]
     assert Provider.objects.get(provider_id="echo-overflow").adapter.adapter_id == "echo"
 
 
@@ -236,7 +238,7 @@ def test_it_keeps_a_moved_providers_routes_when_its_old_parent_goes(default_conf
     report = run_import(edited)
 
     assert report.lines() == [
-        "update provider echo-overflow (adapter: 'echo-slow' -> 'echo')",
+        "update provider echo-overflow (adapter: 'node-local/echo-slow' -> 'node-local/echo')",
         "delete adapter node-local/echo-slow",
     ]
     provider = Provider.objects.get(provider_id="echo-overflow")
@@ -280,3 +282,20 @@ def test_a_new_token_takes_the_hash_a_deleted_or_changed_token_frees(default_con
         "a-new": old_hash,
         "z-new": "3" * 64,
     }
+
+
+def test_a_provider_moved_to_another_node_s_adapter_of_the_same_id_points_at_that_one() -> None:
+    run_import(fleet(2))
+    moved = yaml.safe_load(fleet(2))
+    nodes = moved["nodes"]
+    nodes[1]["providers"].append(nodes[0]["providers"].pop())  # to node-1's own "echo"
+    del nodes[0]  # and the node it left, with its adapter, goes
+
+    report = run_import(yaml.safe_dump(moved))
+
+    assert (
+        "provider echo-0 (node: 'node-0' -> 'node-1'; adapter: 'node-0/echo' -> 'node-1/echo')"
+        in (report.updated)
+    )
+    provider = Provider.objects.select_related("adapter__node").get(provider_id="echo-0")
+    assert provider.adapter.node.node_id == "node-1" and provider.node.node_id == "node-1"
