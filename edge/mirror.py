@@ -223,7 +223,8 @@ def _update(
     assignments = ", ".join(f"{quote(field.column)} = %s" for field in targets)
     sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
     params = [
-        [field.get_db_prep_save(_value(field, values), connection) for field in targets] + [pk]
+        # ``columns`` names every value by its attname: a reference's as its pk (``node_id``).
+        [field.get_db_prep_save(values[field.attname], connection) for field in targets] + [pk]
         for pk, values in rows
     ]
     with connection.cursor() as cursor:
@@ -235,11 +236,6 @@ def _concrete(field: object) -> models.Field[Any, Any]:
     if not isinstance(field, models.Field) or field.column is None:
         raise TypeError(f"{field} is not a column")
     return field
-
-
-def _value(field: models.Field[Any, Any], values: dict[str, Any]) -> Any:
-    # ``columns`` names a reference by its attname (``node_id``), a plain field by its name.
-    return values[field.attname] if field.attname in values else values[field.name]
 
 
 def _tables(config: EdgeConfig, delta: MirrorDelta | None) -> Iterable[_Table]:

@@ -67,7 +67,8 @@ def _digest(text: str | bytes) -> bytes:
 def plan_in_worker(request: PlanRequest) -> bytes:
     """The plan's result and, for an apply that can go ahead, its patch, pickled (``dumps``)."""
     global _held
-    with collection_paused():  # nothing here lives long enough to be worth collecting
+    # Paused: loading a config makes hundreds of thousands of objects that all live on.
+    with collection_paused():
         running = _running(request)
         digest = _digest(request.candidate_text)
         loaded = [config for config, held in _held.values() if held == digest]

@@ -113,20 +113,19 @@ def snapshot_from_config(
     kept: dict[str, ProviderSpec] = {}
     if previous is not None and previous_config is not None:
         kept = {spec.id: spec for spec in previous.providers}
-    providers = tuple(
-        kept[provider.id]
-        if kept and previous_config is not None and previous_config.node(node.id) is node
-        else _provider_spec(node.id, provider)
-        for node in config.nodes
-        for provider in node.providers
-    )
+    providers: list[ProviderSpec] = []
+    for node in config.nodes:
+        if kept and previous_config is not None and previous_config.node(node.id) is node:
+            providers += [kept[provider.id] for provider in node.providers]
+        else:
+            providers += [_provider_spec(node.id, provider) for provider in node.providers]
     models = tuple(
         ModelSpec(id=model.id, routes=MappingProxyType(dict(model.providers)))
         for model in config.models
     )
     passive = config.passive_health
     snapshot = PoolSnapshot(
-        providers,
+        tuple(providers),
         models,
         config.openai.long_context_threshold_tokens,
         PassiveHealthPolicy(passive.failures, passive.window_s, passive.cooldown_s),
