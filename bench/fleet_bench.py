@@ -3,9 +3,11 @@
 For N = 100, 1,000 and 3,000 (``--sizes``), in one run:
 
 - in this process: parsing the config (CPU), a dry-run plan of one change (parse, validate,
-  classify) and the classification alone; the swap, the one step an apply takes on the event
-  loop (with freeing the config it replaces), of one change and of every Node reconfigured; and
-  what freezing does to a full collection over the Edge's runtime at that size;
+  classify) and the classification alone; a plan that reconfigures every Node, and the longest
+  its result's JSON holds the interpreter, encoded whole and in pieces; the swap, the one step
+  an apply takes on the event loop (with freeing the config it replaces), of one change and of
+  every Node reconfigured; and what freezing does to a full collection over the Edge's runtime
+  at that size;
 - the mirror sync (``bench/mirror_bench.py``) on SQLite, and on PostgreSQL when one answers at
   127.0.0.1:5432;
 - a real Edge (``run_edge``) and ``bench/sim_fleet.py`` in their own processes: the Edge's start,
@@ -42,6 +44,7 @@ from fleet_config import fleet_yaml, one_change
 
 from edge.config import load_config_text
 from edge.config.yaml_source import parse_yaml
+from edge.json_pieces import PiecewiseJSONEncoder
 from edge.memory import collection_paused
 from edge.ports import port_open
 from edge.runtime import EdgeRuntime
@@ -81,6 +84,50 @@ def plan_figures(nodes: int, rounds: int) -> dict[str, float]:
         "parse_s": best_of(rounds, parse),
         "plan_s": best_of(rounds, lambda: plan_refresh(running, candidate_text, mode="dry_run")),
         "classify_s": best_of(rounds, lambda: classify(running.canonical, candidate.canonical)),
+    }
+
+
+def longest_hold_ms(step: Callable[[], object]) -> float:
+    """The longest the interpreter was held from another thread while ``step`` ran: the largest
+    gap between the ticks of a thread that wakes every millisecond."""
+    gaps: list[float] = []
+    done = threading.Event()
+
+    def tick() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    time.sleep(0.05)
+    gaps.clear()
+    step()
+    done.set()
+    ticker.join()
+    return max(gaps, default=0.0) * 1000
+
+
+def fleet_wide_figures(nodes: int) -> dict[str, float]:
+    """A plan that reconfigures every Node (CPU), and the longest hold of the interpreter while
+    its result (one change per provider) is encoded whole and in pieces, as a thread beside the
+    event loop writes it."""
+    running = load_config_text(fleet_yaml(nodes))
+    candidate_text = fleet_yaml(nodes, capacity=5)
+    started = time.process_time()
+    plan = plan_refresh(running, candidate_text, mode="apply")
+    plan_s = time.process_time() - started
+    result = plan.result.to_dict()
+    return {
+        "fleet_plan_s": plan_s,
+        "fleet_changes": len(result["changes"]),
+        "result_json_whole_hold_ms": longest_hold_ms(lambda: json.dumps(result)),
+        "result_json_pieces_hold_ms": longest_hold_ms(
+            lambda: json.dumps(result, cls=PiecewiseJSONEncoder)
+        ),
     }
 
 
@@ -298,6 +345,15 @@ def report(nodes: int, figures: dict[str, Any]) -> None:
         ("dry-run plan (CPU)", f"{plan['plan_s'] * 1000:.0f} ms"),
         ("classify (CPU)", f"{plan['classify_s'] * 1000:.0f} ms"),
         (
+            f"plan reconfiguring every Node, {plan['fleet_changes']} changes (CPU)",
+            f"{plan['fleet_plan_s'] * 1000:.0f} ms",
+        ),
+        (
+            "its result encoded: longest hold, whole / pieces",
+            f"{plan['result_json_whole_hold_ms']:.0f} / "
+            f"{plan['result_json_pieces_hold_ms']:.1f} ms",
+        ),
+        (
             "swap on the loop: one change / every Node",
             f"{plan['swap_one_ms']:.1f} / {plan['swap_fleet_ms']:.0f} ms",
         ),
@@ -355,7 +411,9 @@ def main() -> None:
     for nodes in sizes:
         with tempfile.TemporaryDirectory(prefix="iop-fleet-") as workdir:
             figures = {
-                "plan": plan_figures(nodes, rounds) | swap_figures(nodes),
+                "plan": plan_figures(nodes, rounds)
+                | fleet_wide_figures(nodes)
+                | swap_figures(nodes),
                 "gc": collection_figures(nodes),
                 "mirror": mirror_figures(nodes, args.quick),
                 "fleet": fleet_figures(nodes, Path(workdir)),

@@ -226,8 +226,14 @@ def _walk_entries(
             found.append((child(name), "removed", _plain(old[name]), None))
         elif name not in old:
             found.append((child(name), "added", None, _plain(new[name])))
-        else:
+        elif not _equal_scalars(old[name], new[name]):
             _walk(old[name], new[name], child(name), found)
+
+
+def _equal_scalars(old: Any, new: Any) -> bool:
+    """Equal values of one scalar type, which encode alike: most leaves of a changed node,
+    settled without building their path or encoding them."""
+    return type(old) is type(new) and not isinstance(old, dict | list) and old == new
 
 
 def _apply_of(pattern: str) -> Apply:

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from edge.json_pieces import PiecewiseJSONEncoder
 from refresh.actor import MAX_OS_USER_CHARS, MAX_REQUESTED_BY_CHARS
 from refresh.plan import RefreshResult
 
@@ -30,7 +31,8 @@ class RefreshRecord(models.Model):
     base_revision = models.CharField(max_length=71)
     candidate_revision = models.CharField(max_length=71, blank=True)
     candidate_yaml = models.TextField()
-    result = models.JSONField()
+    # Megabytes for a fleet-wide change, written by a thread beside the event loop: in pieces.
+    result = models.JSONField(encoder=PiecewiseJSONEncoder)
     requested_by = models.CharField(
         max_length=MAX_REQUESTED_BY_CHARS,
         help_text="Who asked, in words: admin user, CLI user, token, start.",

@@ -27,6 +27,7 @@ CORE_MODULES = (
     "edge.usage_tables",
     "edge.tokens",
     "edge.memory",
+    "edge.json_pieces",
     "edge.mirror_delta",
     "nodes.sessions",
     "nodes.log_limit",

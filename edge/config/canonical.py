@@ -33,6 +33,7 @@ from edge.config.schema import (
     Provider,
     QueueDefaults,
 )
+from edge.json_pieces import json_pieces
 from nodes.wire.node_config import NodePayload, ProviderPayload, adapter_payload
 
 
@@ -133,30 +134,24 @@ def build_canonical(
     }
 
 
+# One encoder for every call: `json.dumps` with options builds a new one each time, which costs
+# as much as encoding a small value.
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL_ENCODER.encode(data)
 
 
 # How deep `revision_of` takes the canonical form apart: down to each node, model and token.
 _PIECES_DEPTH = 3
 
 
-def canonical_json_pieces(data: Any, depth: int = 0) -> Iterator[str]:
-    """``canonical_json(data)`` in pieces, one per node, model or token: the JSON encoder holds
-    the interpreter for a whole call, and over a fleet's config one call would keep every other
-    thread (the event loop's too) waiting for tens of milliseconds."""
-    if depth >= _PIECES_DEPTH or not isinstance(data, dict | list) or not data:
-        yield canonical_json(data)
-    elif isinstance(data, dict):
-        for index, key in enumerate(sorted(data)):
-            yield ("{" if index == 0 else ",") + canonical_json(key) + ":"
-            yield from canonical_json_pieces(data[key], depth + 1)
-        yield "}"
-    else:
-        for index, item in enumerate(data):
-            yield "[" if index == 0 else ","
-            yield from canonical_json_pieces(item, depth + 1)
-        yield "]"
+def canonical_json_pieces(data: Any) -> Iterator[str]:
+    """``canonical_json(data)`` in pieces, one per node, model or token field
+    (``edge.json_pieces``): over a fleet's config one call would keep every other thread (the
+    event loop's too) waiting for tens of milliseconds."""
+    return json_pieces(data, _CANONICAL_ENCODER, _PIECES_DEPTH)
 
 
 def revision_of(canonical: Any) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
-from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
+from edge.operator_api.json_renderer import OperatorJSONRenderer
 from edge.operator_api.permissions import OPERATOR_PERMISSIONS
 from edge.operator_api.token import OperatorTokenAuthentication
 
@@ -35,4 +35,4 @@ class OperatorAPIView(APIView):
     authentication_classes = [OperatorTokenAuthentication]
     permission_classes = OPERATOR_PERMISSIONS
     parser_classes = [OperatorJSONParser]
-    renderer_classes = [JSONRenderer]
+    renderer_classes = [OperatorJSONRenderer]
