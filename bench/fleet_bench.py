@@ -397,7 +397,7 @@ def report(nodes: int, figures: dict[str, Any]) -> None:
     ]
     print(f"\n== {nodes} nodes x 10 providers")
     for name, value in rows:
-        print(f"{name:44} {value}")
+        print(f"{name:52} {value}")
 
 
 def main() -> None:

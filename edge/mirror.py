@@ -197,6 +197,7 @@ def _upsert(
     report.created += [f"{table.label} {key}" for key in new]
     created = [table.model(**table.columns(key, wanted[key], pks)) for key in new]
     manager = table.model._default_manager
+    _release_moving_unique_values(table, existing, updated)
     # Updates before creates: a unique value an update frees can be taken by a new row.
     for fields, rows in updated.items():
         _update(table.model, fields, rows)
@@ -204,6 +205,32 @@ def _upsert(
     return {key: pk for key, (pk, _) in existing.items()} | {
         key: row.pk for key, row in zip(new, created, strict=True)
     }
+
+
+def _release_moving_unique_values(
+    table: _Table,
+    existing: dict[str, tuple[int, dict[str, Any]]],
+    updated: dict[tuple[str, ...], list[tuple[int, dict[str, Any]]]],
+) -> None:
+    """A unique value that moves to a row from another one still holding it (two tokens' hashes
+    swapped) would fail the unique check of the first update: every updated row lets go of its
+    value of that field first, taking a placeholder no real value can be."""
+    meta = table.model._meta
+    for name in table.fields:
+        field = meta.get_field(name)
+        if not getattr(field, "unique", False):
+            continue
+        holders = {current[name]: pk for pk, current in existing.values()}
+        moving = [
+            pk
+            for fields, rows in updated.items()
+            if name in fields
+            for pk, values in rows
+            if holders.get(values[name], pk) != pk
+        ]
+        if moving:
+            releasing = [pk for fields, rows in updated.items() if name in fields for pk, _ in rows]
+            _update(table.model, (name,), [(pk, {name: f"~released-{pk}"}) for pk in releasing])
 
 
 def _update(

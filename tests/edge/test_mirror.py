@@ -284,6 +284,29 @@ def test_a_new_token_takes_the_hash_a_deleted_or_changed_token_frees(default_con
     }
 
 
+def test_two_tokens_may_trade_hashes_in_one_import(default_config_text):
+    second = (
+        "    - token_ref: cli-second\n"
+        f'      token_hash_sha256: "{"4" * 64}"\n'
+        "      principal_ref: team-demo\n"
+    )
+    two = default_config_text.replace(
+        "    - token_ref: cli-demo", second + "    - token_ref: cli-demo"
+    )
+    run_import(two)
+    demo_hash = PrincipalToken.objects.get(token_ref="cli-demo").token_hash_sha256
+    traded = two.replace("4" * 64, "swap").replace(demo_hash, "4" * 64).replace("swap", demo_hash)
+
+    report = run_import(traded)
+
+    assert report.deleted == report.created == []
+    assert len(report.updated) == 2
+    assert dict(PrincipalToken.objects.values_list("token_ref", "token_hash_sha256")) == {
+        "cli-demo": "4" * 64,
+        "cli-second": demo_hash,
+    }
+
+
 def test_a_provider_moved_to_another_node_s_adapter_of_the_same_id_points_at_that_one() -> None:
     run_import(fleet(2))
     moved = yaml.safe_load(fleet(2))

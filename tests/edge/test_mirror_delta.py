@@ -247,6 +247,17 @@ def change_token_hash(cfg: Config, pick: random.Random, new: str) -> None:
         pick.choice(tokens)["token_hash_sha256"] = digest(f"rotated-{new}")
 
 
+def swap_token_hashes(cfg: Config, pick: random.Random, new: str) -> None:
+    """Two tokens trade hashes: each takes a unique value the other still holds."""
+    tokens = cfg["openai"]["principal_tokens"]
+    if len(tokens) >= 2:
+        first, second = pick.sample(tokens, 2)
+        first["token_hash_sha256"], second["token_hash_sha256"] = (
+            second["token_hash_sha256"],
+            first["token_hash_sha256"],
+        )
+
+
 def rename_token(cfg: Config, pick: random.Random, new: str) -> None:
     """The token's hash moves to a new ref: the new row takes the unique value the old one frees."""
     tokens = cfg["openai"]["principal_tokens"]
@@ -276,6 +287,7 @@ EDITS: list[Edit] = [
     add_token,
     remove_token,
     change_token_hash,
+    swap_token_hashes,
     rename_token,
 ]
 
