@@ -230,10 +230,14 @@ def _walk_entries(
             _walk(old[name], new[name], child(name), found)
 
 
+# Types whose equal values encode alike (not floats: 0.0 == -0.0).
+_PLAIN_SCALARS = (str, int, bool, type(None))
+
+
 def _equal_scalars(old: Any, new: Any) -> bool:
-    """Equal values of one scalar type, which encode alike: most leaves of a changed node,
-    settled without building their path or encoding them."""
-    return type(old) is type(new) and not isinstance(old, dict | list) and old == new
+    """Equal values of one plain scalar type: most leaves of a changed node, settled without
+    building their path or encoding them."""
+    return type(old) is type(new) and type(old) in _PLAIN_SCALARS and old == new
 
 
 def _apply_of(pattern: str) -> Apply:

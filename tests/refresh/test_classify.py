@@ -432,6 +432,18 @@ def test_it_returns_empty_lists_for_identical_configs() -> None:
     }
 
 
+def test_equal_numbers_that_encode_apart_are_a_change() -> None:
+    # 0.0 == -0.0, but the revision (and a Node's config) tells them apart.
+    old = mutated(lambda c: provider(c, "node-a", "p1").update(queue_timeout_s=0.0))
+    new = mutated(lambda c: provider(c, "node-a", "p1").update(queue_timeout_s=-0.0))
+
+    changes = classify(old, new).changes
+
+    assert [(c.path, c.old, c.new) for c in changes] == [
+        ("nodes[node-a].providers[p1].queue_timeout_s", 0.0, -0.0)
+    ]
+
+
 def test_it_pushes_only_to_nodes_whose_own_config_changed() -> None:
     new = mutated(lambda c: model(c, "echo")["providers"].pop("p3"))
     assert classify(make_canonical(), new).reconfigured_nodes == []
@@ -494,7 +506,7 @@ FRESH_IDS = st.sampled_from(["x1", "x2", "x3"])
 SCALARS = st.one_of(
     st.none(),
     st.booleans(),
-    st.sampled_from([0, 1, 4, 30, 100, 0.0, 1.0, 4.0, 30.0, 100.0]),
+    st.sampled_from([0, 1, 4, 30, 100, 0.0, -0.0, 1.0, 4.0, 30.0, 100.0]),
     st.sampled_from(["a", "b"]),
 )
 
