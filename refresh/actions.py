@@ -41,8 +41,12 @@ from refresh.plan_worker import PLAN_WORKER
 
 log = logging.getLogger(__name__)
 
-# Config pushes written back to back before requests get the loop again (about 0.1 ms each).
-PUSH_BATCH = 50
+# Config pushes sent and not yet answered, at most: the Edge reads every socket that is ready in
+# one turn of its loop, so a whole fleet's acks arriving together would hold requests up.
+PUSHES_IN_FLIGHT = 64
+# How long an unanswered push keeps its place in that window: a Node that never answers slows the
+# pushes after it by this much, not by the ack timeout.
+PUSH_SLOT_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,13 +375,14 @@ def _replace(path: Path, text: str) -> None:
 async def _push(
     runtime: EdgeRuntime, candidate: EdgeConfig, node_ids: Sequence[str], refresh_id: str
 ) -> list[NodePush]:
-    """Send each reconfigured Node its new config, then collect the acks concurrently.
+    """Send each reconfigured Node its new config and collect the acks, PUSHES_IN_FLIGHT at a
+    time.
 
     Called right after the swap. Each session holds its push before any other coroutine runs
     (``hold_config``): a session's frames arrive in order and a Node applies `config.refresh`
     before it reads its next frame, so every run routed by the old snapshot reaches a Node ahead
-    of its new config and every run routed by the new one after it. The pushes are then written
-    PUSH_BATCH at a time, with requests served in between.
+    of its new config and every run routed by the new one after it, however late its turn in the
+    window comes.
     """
     pushes: dict[str, NodePush] = {}
     held: list[tuple[NodeSession, PendingAck, NodePush]] = []
@@ -389,24 +394,43 @@ async def _push(
         ack = session.expect_ack(refresh_id)
         session.hold_config(functools.partial(_config_push, refresh_id, candidate.revision, node))
         held.append((session, ack, pushes[node_id]))
-    waiting = []
-    for index, (session, ack, push) in enumerate(held):
-        if index and index % PUSH_BATCH == 0:
-            await asyncio.sleep(0)
+    window = asyncio.Semaphore(PUSHES_IN_FLIGHT)
+    waiting: list[asyncio.Task[None]] = []
+    loop = asyncio.get_running_loop()
+    for session, ack, push in held:
+        await window.acquire()
+        slot = _Slot(window)
         try:
             await session.send_held_config()
         except ConnectionError:
+            slot.free()
             continue
-        waiting.append(_await_ack(ack, push))
+        waiting.append(loop.create_task(_await_ack(ack, push, slot)))
     await asyncio.gather(*waiting)
     return list(pushes.values())
+
+
+class _Slot:
+    """One push's place in the window: freed by its answer or after PUSH_SLOT_S, once."""
+
+    __slots__ = ("_timer", "_window")
+
+    def __init__(self, window: asyncio.Semaphore) -> None:
+        self._window: asyncio.Semaphore | None = window
+        self._timer = asyncio.get_running_loop().call_later(PUSH_SLOT_S, self.free)
+
+    def free(self) -> None:
+        self._timer.cancel()
+        if self._window is not None:
+            self._window.release()
+            self._window = None
 
 
 def _config_push(refresh_id: str, revision: str, node: Node) -> wire.Frame:
     return wire.config_refresh(refresh_id, revision, node_canonical(node))
 
 
-async def _await_ack(ack: PendingAck, push: NodePush) -> None:
+async def _await_ack(ack: PendingAck, push: NodePush, slot: _Slot) -> None:
     try:
         frame = await ack.wait(settings.IOP_REFRESH_ACK_TIMEOUT_S)
     except TimeoutError:
@@ -414,6 +438,8 @@ async def _await_ack(ack: PendingAck, push: NodePush) -> None:
         return
     except ConnectionError:
         return  # the session went away: not_connected
+    finally:
+        slot.free()
     if frame["status"] == "applied":
         push["status"] = "acked"
     else:

@@ -104,6 +104,18 @@ async def test_it_resolves_refresh_acks_by_refresh_id() -> None:
     assert (await ack.wait(1))["status"] == "applied"
 
 
+async def test_a_held_config_push_goes_out_ahead_of_any_frame_sent_after_it() -> None:
+    store, _ = make_store()
+    link = FakeLink()
+    session, _ = store.attach("node-a", link)
+    session.hold_config(lambda: wire.config_refresh("rf-1", "sha256:new", {"id": "node-a"}))
+
+    await session.send(wire.run_cancel("r1"))  # a frame sent before the push's turn came
+    await session.send_held_config()  # its turn: already sent
+
+    assert [frame["type"] for frame in link.frames] == ["config.refresh", "run.cancel"]
+
+
 async def test_it_forgets_an_ack_that_came_too_late() -> None:
     store, _ = make_store()
     session, _ = store.attach("node-a", FakeLink())
