@@ -27,7 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
-from edge.config.patch import apply_patch, dumps, patch_against
+from edge.config.patch import apply_patch, dumps, dumps_in_pieces, loads_in_pieces, patch_against
 from edge.memory import collection_paused
 from refresh.plan import Mode, Plan, plan_refresh
 
@@ -64,8 +64,9 @@ def _digest(text: str | bytes) -> bytes:
     return hashlib.sha256(text.encode() if isinstance(text, str) else text).digest()
 
 
-def plan_in_worker(request: PlanRequest) -> bytes:
-    """The plan's result and, for an apply that can go ahead, its patch, pickled (``dumps``)."""
+def plan_in_worker(request: PlanRequest) -> tuple[bytes, list[bytes] | None]:
+    """The plan's result pickled (``dumps``) and, for an apply that can go ahead, its patch in
+    pieces (``dumps_in_pieces``): the Edge unpickles them in a thread beside its event loop."""
     global _held
     # Paused: loading a config makes hundreds of thousands of objects that all live on.
     with collection_paused():
@@ -82,7 +83,7 @@ def plan_in_worker(request: PlanRequest) -> bytes:
         if plan.candidate is not None:
             held[plan.candidate.revision] = (plan.candidate, digest)
         _held = held
-        return dumps((plan.result, patch))
+        return dumps(plan.result), None if patch is None else dumps_in_pieces(patch)
 
 
 def _plan_here(
@@ -149,7 +150,7 @@ class PlanWorker:
             running.revision, running_text, candidate_text, mode, base_revision, candidate_revision
         )
         try:
-            pickled = self._executor().submit(plan_in_worker, request).result()
+            result_pickled, patch_pieces = self._executor().submit(plan_in_worker, request).result()
         except RunningUnknown:
             log.info("the plan worker lacks the running config; planning in this process")
             return _plan_here(running, request)
@@ -159,7 +160,8 @@ class PlanWorker:
             log.warning("the refresh plan worker died; planning in this process this time")
             self.close()
             return _plan_here(running, request)
-        result, patch = pickle.loads(pickled)
+        result = pickle.loads(result_pickled)
+        patch = None if patch_pieces is None else loads_in_pieces(patch_pieces)
         self._holds = frozenset(
             revision for revision in (running.revision, result.candidate_revision) if revision
         )

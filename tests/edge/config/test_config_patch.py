@@ -12,7 +12,15 @@ import yaml
 
 from bench.fleet_config import fleet_yaml
 from edge.config import EdgeConfig, load_config_text
-from edge.config.patch import PatchMismatch, apply_patch, dumps, patch_against
+from edge.config.patch import (
+    PIECE_ENTRIES,
+    PatchMismatch,
+    apply_patch,
+    dumps,
+    dumps_in_pieces,
+    loads_in_pieces,
+    patch_against,
+)
 
 RUNNING_TEXT = fleet_yaml(12)  # every model has a route on two nodes, or one
 RUNNING = load_config_text(RUNNING_TEXT)
@@ -75,6 +83,40 @@ def test_the_rebuilt_candidate_is_the_candidate(edit: Callable[[dict[str, Any]],
     assert [n.id for n in rebuilt.nodes] == [n.id for n in candidate.nodes]
     assert rebuilt.node("node-new") == candidate.node("node-new")
     assert rebuilt.summary() == candidate.summary()
+
+
+def every_capacity(data: dict[str, Any]) -> None:
+    for node in data["nodes"]:
+        for provider in node["providers"]:
+            provider["capacity"] = 7
+
+
+@pytest.mark.parametrize("edit", [*EDITS, every_capacity], ids=lambda edit: edit.__name__)
+def test_a_patch_in_pieces_is_the_patch(
+    edit: Callable[[dict[str, Any]], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("edge.config.patch.PIECE_ENTRIES", 5)  # 12 nodes: several pieces
+    candidate = edited(edit)
+    patch = patch_against(candidate, RUNNING)
+
+    pieces = dumps_in_pieces(patch)
+    rebuilt = loads_in_pieces(pieces)
+
+    assert rebuilt == patch
+    assert apply_patch(rebuilt, RUNNING) == candidate
+    entries = [pickle.loads(piece)[2] for piece in pieces[1:]]
+    assert all(0 < len(items) <= 5 for items in entries)
+
+
+def test_a_fleet_s_patch_travels_in_pieces_of_bounded_size() -> None:
+    running = load_config_text(fleet_yaml(PIECE_ENTRIES * 3))
+    candidate = load_config_text(fleet_yaml(PIECE_ENTRIES * 3, capacity=5))
+
+    pieces = dumps_in_pieces(patch_against(candidate, running))
+
+    # The skeleton, then every changed node and its canonical entry, PIECE_ENTRIES at a time.
+    assert len(pieces) == 1 + 3 + 3
+    assert max(len(piece) for piece in pieces) < 3 * min(len(piece) for piece in pieces[1:])
 
 
 def test_what_did_not_change_is_the_running_config_s_own_objects() -> None:
