@@ -28,7 +28,12 @@ from edge.dispatch import (
 )
 from edge.governance.limits import Limiter
 from edge.ha.role import Leadership
-from edge.memory import FreezeAfterSignIns, freeze_long_lived, return_free_memory
+from edge.memory import (
+    FreezeAfterSignIns,
+    freeze_long_lived,
+    release_in_slices,
+    return_free_memory,
+)
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
 from nodes.ack_log import NodeAckRecorder, RevisionAcks
@@ -146,7 +151,9 @@ class EdgeRuntime:
 
     def swap_config(self, prepared: PreparedConfig) -> None:
         """Make a prepared config the running one, in one step on the event loop. Only
-        live-classified changes may reach here."""
+        live-classified changes may reach here. What it replaces is let go of a slice at a
+        time afterwards (``release_in_slices``)."""
+        replaced = _parts(self.config, self.snapshot)
         self.pool.apply_snapshot(prepared.snapshot)
         self.snapshot = prepared.snapshot
         self.principals = prepared.principals
@@ -156,6 +163,7 @@ class EdgeRuntime:
         if self.owns_process:
             # The new config lives until the next swap: no full collection need scan it.
             freeze_long_lived()
+        release_in_slices(replaced)
 
     def principal_for(self, bearer_token: str) -> PrincipalToken | None:
         return self.principals.get(sha256_hex(bearer_token))
@@ -215,6 +223,16 @@ def _principals(config: EdgeConfig) -> dict[str, PrincipalToken]:
 
 def _models(config: EdgeConfig) -> dict[str, Model]:
     return {m.id: m for m in config.models}
+
+
+def _parts(config: EdgeConfig, snapshot: PoolSnapshot) -> list[object]:
+    """The parts a swap lets go of: the config's nodes, models and canonical entries, and the
+    snapshot's specs (those the new ones share stay alive anyway)."""
+    parts: list[object] = [*config.nodes, *config.models, *snapshot.providers, *snapshot.models]
+    for section in config.canonical.values():
+        if isinstance(section, list):
+            parts.extend(section)
+    return parts
 
 
 _runtime: EdgeRuntime | None = None

@@ -1,4 +1,5 @@
-"""The collector around big configs: paused while one is built, frozen after, every pause timed."""
+"""The collector around big configs: paused while one is built, frozen after, every pause timed;
+replaced structures let go of a slice per loop turn."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from edge.memory import (
     FreezeAfterSignIns,
     collection_paused,
     freeze_long_lived,
+    release_in_slices,
     watch_collections,
 )
 
@@ -104,3 +106,37 @@ def test_sign_ins_are_frozen_once_they_settle(unfrozen: None) -> None:
     before, after = asyncio.run(storm())
 
     assert before == 0 and after >= 1000
+
+
+class Part:
+    """A part that says when it is freed."""
+
+    def __init__(self, freed: list[int], index: int) -> None:
+        self.freed, self.index = freed, index
+
+    def __del__(self) -> None:
+        self.freed.append(self.index)
+
+
+def test_parts_are_let_go_a_slice_per_loop_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("edge.memory.RELEASED_PER_TURN", 4)
+    freed: list[int] = []
+
+    async def release() -> list[int]:
+        release_in_slices([Part(freed, index) for index in range(10)])
+        counts = [len(freed)]
+        for _ in range(4):
+            await asyncio.sleep(0)
+            counts.append(len(freed))
+        return counts
+
+    assert asyncio.run(release()) == [0, 4, 8, 10, 10]
+    assert sorted(freed) == list(range(10))
+
+
+def test_without_a_running_loop_parts_are_let_go_at_once() -> None:
+    freed: list[int] = []
+
+    release_in_slices([Part(freed, index) for index in range(3)])
+
+    assert sorted(freed) == [0, 1, 2]
