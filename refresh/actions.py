@@ -396,7 +396,6 @@ async def _push(
         held.append((session, ack, pushes[node_id]))
     window = asyncio.Semaphore(PUSHES_IN_FLIGHT)
     waiting: list[asyncio.Task[None]] = []
-    loop = asyncio.get_running_loop()
     for session, ack, push in held:
         await window.acquire()
         slot = _Slot(window)
@@ -405,7 +404,7 @@ async def _push(
         except ConnectionError:
             slot.free()
             continue
-        waiting.append(loop.create_task(_await_ack(ack, push, slot)))
+        waiting.append(asyncio.create_task(_await_ack(ack, push, slot)))
     await asyncio.gather(*waiting)
     return list(pushes.values())
 
