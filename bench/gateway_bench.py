@@ -3,9 +3,10 @@
 Measures, in one run and against the mock called directly: req/s, p50 and p99 at concurrency 32
 (non-stream and stream), unloaded p50 and time to first token (with the raw load generator, and
 with an httpx client against httpx to the mock), and the RSS of Edge and Node. The last line
-printed is one JSON object.
+printed is one JSON object. ``--openai-server uvicorn`` serves the OpenAI API from an
+`openai.listen` of its own on uvicorn (`openai.server`); daphne, as `make run` does, by default.
 
-    python bench/gateway_bench.py [--quick]
+    python bench/gateway_bench.py [--quick] [--openai-server daphne|uvicorn]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import yaml
 from edge_stack import EdgeProcess, free_port, rss_mb, spawn, stop, wait_for
 from loadgen import Result, build_request, run_load
 
+from edge.config.schema import OPENAI_SERVERS
 from edge.ports import port_open
 
 CONCURRENCY = 32
@@ -57,11 +59,15 @@ class Stack:
         workdir: Path,
         mock: tuple[str, ...] = ("bench/mock_upstream.py",),
         capacity: int = 256,
+        openai_server: str = "daphne",
     ) -> None:
         self.workdir = workdir
         self.mock_command = mock  # the upstream's script and its options (the port goes second)
         self.capacity = capacity
+        self.openai_server = openai_server
         self.mock_port, self.edge_port, self.admin_port = free_port(), free_port(), free_port()
+        # Where the OpenAI API is served: the public listener, or an `openai.listen` for uvicorn.
+        self.api_port = self.edge_port if openai_server == "daphne" else free_port()
         self.client_token = f"bench-{secrets.token_urlsafe(16)}"
         self.node_token = f"bench-node-{secrets.token_urlsafe(16)}"
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -84,7 +90,12 @@ class Stack:
                         "token_hash_sha256": digest(self.client_token),
                         "principal_ref": "bench",
                     }
-                ]
+                ],
+                **(
+                    {}
+                    if self.openai_server == "daphne"
+                    else {"listen": f"127.0.0.1:{self.api_port}", "server": self.openai_server}
+                ),
             },
             "nodes": [
                 {
@@ -150,7 +161,7 @@ class Stack:
 
 def measure(stack: Stack, seconds: float, unloaded_requests: int) -> dict:
     direct = ("127.0.0.1", stack.mock_port, "/v1/chat/completions", None)
-    edge = ("127.0.0.1", stack.edge_port, "/v1/chat/completions", stack.client_token)
+    edge = ("127.0.0.1", stack.api_port, "/v1/chat/completions", stack.client_token)
 
     def request(target, body: bytes) -> bytes:
         host, port, path, token = target
@@ -183,7 +194,7 @@ def measure(stack: Stack, seconds: float, unloaded_requests: int) -> dict:
         name: httpx_unloaded(port, token, unloaded_requests)
         for name, port, token in (
             ("direct", stack.mock_port, None),
-            ("edge", stack.edge_port, stack.client_token),
+            ("edge", stack.api_port, stack.client_token),
         )
     }
     time.sleep(1.5)  # resident memory once the run has settled, as an operator would see it
@@ -215,7 +226,7 @@ def httpx_unloaded(port: int, token: str | None, requests: int) -> dict[str, flo
     return {"p50_ms": Result(whole).percentile(50), "ttft_ms": Result(first).percentile(50)}
 
 
-def report(results: dict) -> dict:
+def report(results: dict, openai_server: str) -> dict:
     rows = [
         ("direct to mock, c=32", results["direct"]),
         ("through Edge + Node, c=32", results["edge"]),
@@ -258,6 +269,7 @@ def report(results: dict) -> dict:
     )
     return {
         "bench": "gateway",
+        "openai_server": openai_server,
         "rps": round(results["edge"].rps, 1),
         "rps_stream": round(results["edge_stream"].rps, 1),
         "p50_ms": round(results["edge"].percentile(50), 3),
@@ -276,16 +288,22 @@ def report(results: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short runs (about 30 s in all)")
+    parser.add_argument(
+        "--openai-server",
+        choices=OPENAI_SERVERS,
+        default=OPENAI_SERVERS[0],
+        help="the HTTP server of the OpenAI API (openai.server; default %(default)s)",
+    )
     args = parser.parse_args()
     seconds, unloaded = (3.0, 200) if args.quick else (10.0, 1000)
     with tempfile.TemporaryDirectory(prefix="iop-bench-") as workdir:
-        stack = Stack(Path(workdir))
+        stack = Stack(Path(workdir), openai_server=args.openai_server)
         try:
             stack.start()
             results = measure(stack, seconds, unloaded)
         finally:
             stack.stop()
-    print(json.dumps(report(results)))
+    print(json.dumps(report(results, args.openai_server)))
 
 
 if __name__ == "__main__":

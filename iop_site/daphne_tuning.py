@@ -19,17 +19,12 @@ must be read whole within ``IOP_REQUEST_READ_TIMEOUT_S`` of the connection openi
 previous response ending. Twisted stops the timer once a request is in, so a long answer, a
 stream or a websocket is never cut by it.
 
-And no peer address holds more than ``IOP_MAX_CONNECTIONS_PER_PEER`` connections at once (0: no
-cap): one more is closed as soon as it is accepted, so one host cannot use up the process's file
-descriptors and keep Nodes from reconnecting. Loopback peers are not capped unless
-``IOP_CAP_LOOPBACK_PEERS`` says so: a local reverse proxy or load test speaks for many callers.
+And no peer address holds more than ``IOP_MAX_CONNECTIONS_PER_PEER`` connections at once
+(``iop_site.connection_limits``): one more is closed as soon as it is accepted.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import logging
-from collections import Counter
 from io import BytesIO
 from typing import Any
 
@@ -37,11 +32,7 @@ from twisted.internet.interfaces import IAddress
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.web import http
 
-log = logging.getLogger("edge.connections")
-
-# After a 413 the client may still be sending its body: it is read and dropped for this long, so
-# the client reads the answer instead of a connection reset, then the connection is cut.
-LINGER_S = 30.0
+from iop_site.connection_limits import LINGER_S, PeerConnections, peer_connections, raw_response
 
 
 def media_type(line: bytes) -> bytes:
@@ -66,9 +57,9 @@ def install() -> None:
 
     http._parseContentType = media_type
     limit: int = settings.IOP_MAX_BODY_BYTES
-    refusal = _response(413, b"Request Entity Too Large", body_too_large(limit).body())
+    refusal = raw_response(413, b"Request Entity Too Large", body_too_large(limit).body())
     operator_limit: int = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    operator_refusal = _response(413, b"Request Entity Too Large", BODY_TOO_LARGE)
+    operator_refusal = raw_response(413, b"Request Entity Too Large", BODY_TOO_LARGE)
     process = WebRequest.process
 
     def got_length(request: Any, length: int | None) -> None:
@@ -106,13 +97,11 @@ def install() -> None:
     read_timeout: float = settings.IOP_REQUEST_READ_TIMEOUT_S
     per_peer: int = settings.IOP_MAX_CONNECTIONS_PER_PEER
 
-    cap_loopback: bool = settings.IOP_CAP_LOOPBACK_PEERS
-
     def http_factory(server: Any) -> HTTPFactory | PeerLimit:
         factory = HTTPFactory(server)
         factory.timeOut = read_timeout
         factory.log = twisted_writes.no_access_log  # run_edge sends Twisted's log nowhere
-        return PeerLimit(factory, per_peer, cap_loopback) if per_peer else factory
+        return PeerLimit(factory, peer_connections()) if per_peer else factory
 
     # daphne's Server builds its factory when it runs; this is the one it listens with.
     daphne.server.HTTPFactory = http_factory
@@ -120,65 +109,34 @@ def install() -> None:
 
 
 class PeerLimit(WrappingFactory):
-    """Wraps the HTTP factory: a peer with ``limit`` connections open gets no more.
+    """Wraps the HTTP factory: a peer over the cap (``iop_site.connection_limits``) gets no
+    more connections.
 
     A wrapper stays the transport of its connection when daphne hands it to a websocket (as a
     TLS wrapper would), so a Node's socket is counted until it closes too.
     """
 
-    def __init__(self, wrapped: Any, limit: int, cap_loopback: bool) -> None:
+    def __init__(self, wrapped: Any, peers: PeerConnections) -> None:
         super().__init__(wrapped)
-        self.limit = limit
-        self.cap_loopback = cap_loopback
-        self.open: Counter[str] = Counter()
-        self._capped: set[str] = set()  # warned about, until they go below the cap again
+        self.peers = peers
 
     # None refuses the connection, which Twisted's stubs for this factory do not allow for.
     def buildProtocol(self, addr: IAddress | None) -> ProtocolWrapper | None:  # type: ignore[override]
-        host = _host(addr)
-        if self.open[host] >= self.limit and (self.cap_loopback or not _is_loopback(host)):
-            if host not in self._capped:
-                self._capped.add(host)
-                log.warning(
-                    "%s has %d connections open: refusing more (IOP_MAX_CONNECTIONS_PER_PEER)",
-                    host,
-                    self.open[host],
-                )
+        if self.peers.refuses(_host(addr)):
             return None  # Twisted closes the accepted socket at once
         return super().buildProtocol(addr)
 
     def registerProtocol(self, p: ProtocolWrapper) -> None:
         super().registerProtocol(p)
-        self.open[_host(p.getPeer())] += 1
+        self.peers.opened(_host(p.getPeer()))
 
     def unregisterProtocol(self, p: ProtocolWrapper) -> None:
         super().unregisterProtocol(p)
-        host = _host(p.getPeer())
-        self.open[host] -= 1
-        if self.open[host] < self.limit:
-            self._capped.discard(host)
-        if not self.open[host]:
-            del self.open[host]
+        self.peers.closed(_host(p.getPeer()))
 
 
 def _host(addr: IAddress | None) -> str:
     return str(getattr(addr, "host", ""))
-
-
-def _is_loopback(host: str) -> bool:
-    # A reverse proxy or a benchmark on this machine is every caller at once: not one peer.
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _response(status: int, reason: bytes, body: bytes) -> bytes:
-    head = (
-        b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-        b"Connection: close\r\n\r\n" % (status, reason, len(body))
-    )
-    return head + body
 
 
 def _refuse(request: Any, response: bytes) -> None:

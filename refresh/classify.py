@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from edge.config.canonical import canonical_json
 from edge.config.resilience import default_sections
+from edge.config.schema import OPENAI_SERVERS
 
 Op = Literal["added", "removed", "changed"]
 Apply = Literal["live", "restart"]
@@ -252,7 +253,8 @@ def _with_defaults(canonical: Mapping[str, Any]) -> dict[str, Any]:
     ``openai.policies[team-a]`` added, not the whole list."""
     filled = {**default_sections(), **canonical}
     if isinstance(filled.get("openai"), Mapping):
-        filled["openai"] = {"policies": [], **filled["openai"]}
+        # `openai.server: daphne → uvicorn`, not a key added.
+        filled["openai"] = {"policies": [], "server": OPENAI_SERVERS[0], **filled["openai"]}
     if isinstance(filled.get("edge"), Mapping):
         filled["edge"] = {"ha": False, **filled["edge"]}  # `edge.ha: false → true`
     return filled

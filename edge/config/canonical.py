@@ -23,6 +23,7 @@ from edge.config.resilience import (
 )
 from edge.config.schema import (
     ALL_ENDPOINTS,
+    OPENAI_SERVERS,
     ControlPlane,
     EdgeSection,
     Failover,
@@ -85,6 +86,8 @@ def _openai_extras(openai: OpenAISection) -> dict[str, Any]:
         extras["cors"] = {"allowed_origins": list(openai.cors_allowed_origins)}
     if openai.policies:
         extras["policies"] = policies_canonical(openai.policies)
+    if openai.server != OPENAI_SERVERS[0]:
+        extras["server"] = openai.server
     return extras
 
 

@@ -6,7 +6,7 @@ returned.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from edge.config.policy_load import check_policy_models, load_policies
 from edge.config.resilience import load_failover, load_passive_health
 from edge.config.schema import (
     ALL_ENDPOINTS,
+    OPENAI_SERVERS,
     ControlPlane,
     EdgeConfig,
     EdgeSection,
@@ -75,6 +76,7 @@ OPENAI_KEYS = (
     "principal_tokens",
     "cors",
     "policies",
+    "server",
 )
 CORS_KEYS = ("allowed_origins",)
 TOKEN_KEYS = ("token_ref", "token_hash_sha256", "principal_ref", "alias")
@@ -258,9 +260,25 @@ def _openai(fields: Fields, raw: Any) -> OpenAISection | None:
             tokens.append(token)
     origins = _cors_origins(fields, optional_section(data, "cors"))
     policies = load_policies(fields, data, {t.token_ref: t.principal_ref for t in tokens})
-    if threshold is None or require_auth is None or origins is None:
+    server = _openai_server(fields, data)
+    if threshold is None or require_auth is None or origins is None or server is None:
         return None
-    return OpenAISection(listen, threshold, require_auth, tuple(tokens), origins, policies)
+    return OpenAISection(listen, threshold, require_auth, tuple(tokens), origins, policies, server)
+
+
+def _openai_server(fields: Fields, data: Mapping[str, Any]) -> str | None:
+    server = fields.string(data, "server", "openai", default=OPENAI_SERVERS[0])
+    if server is None:
+        return None
+    if server not in OPENAI_SERVERS:
+        choices = ", ".join(OPENAI_SERVERS)
+        fields.error("openai.server", f"must be one of {choices} (got {server!r})")
+        return None
+    if server != OPENAI_SERVERS[0] and data.get("listen") is None:
+        # The other listeners (the admin, the Node websockets) stay daphne's.
+        fields.error("openai.server", f"{server} serves openai.listen only: set openai.listen")
+        return None
+    return server
 
 
 def _cors_origins(fields: Fields, raw: Any) -> tuple[str, ...] | None:

@@ -51,6 +51,11 @@ class OpenAISection:
     cors_allowed_origins: tuple[str, ...] = ()
     # Per-principal limits, budgets and fair share (`openai.policies`), sorted by principal_ref.
     policies: tuple[PolicyEntry, ...] = ()
+    # The HTTP server of `openai.listen` (`openai.server`): daphne, or uvicorn in the same process.
+    server: str = "daphne"
+
+
+OPENAI_SERVERS = ("daphne", "uvicorn")  # the first is the default
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,8 +92,9 @@ async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         if endpoint is not None:
             if method != "POST":
                 raise APIError(405, f"Use POST for {endpoint.path}.", code="method_not_allowed")
+            _refuse_a_declared_length_over_the_limit(scope)  # before credentials, as daphne does
             _authenticate(runtime, exchange, scope)
-            body = await _read_body(scope, receive)
+            body = await _read_body(receive)
             await serve(runtime, exchange, endpoint, body, receive, answer)
         elif path == MODELS_PATH or path.startswith(MODELS_PATH + "/"):
             if method != "GET":
@@ -209,12 +210,15 @@ def body_too_large(limit: int) -> APIError:
     return APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
 
 
-async def _read_body(scope: dict[str, Any], receive: Receive) -> bytes:
-    limit = MAX_BODY_BYTES
+def _refuse_a_declared_length_over_the_limit(scope: dict[str, Any]) -> None:
+    """A declared length over the limit is refused before a byte of the body is read."""
     for name, value in scope["headers"]:
-        # A declared length over the limit is refused before a byte of the body is read.
-        if name == b"content-length" and value.isdigit() and int(value) > limit:
-            raise body_too_large(limit)
+        if name == b"content-length" and value.isdigit() and int(value) > MAX_BODY_BYTES:
+            raise body_too_large(MAX_BODY_BYTES)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    limit = MAX_BODY_BYTES
     chunks, size = [], 0
     while True:
         message = await receive()

@@ -245,7 +245,7 @@ class OpenAIStack:
     def client(self, token_ref: str = "app-1", *, api_key: str | None = None) -> openai.OpenAI:
         """An SDK client with no retries, for a principal token (or any raw ``api_key``)."""
         client = openai.OpenAI(
-            base_url=f"{self.edge.base_url}/v1",
+            base_url=f"{self.edge.openai_url}/v1",
             api_key=api_key if api_key is not None else self.tokens.client(token_ref),
             max_retries=0,
             timeout=30,
@@ -277,14 +277,23 @@ class OpenAIStack:
         return wait_until(enough, timeout=15, what=f"{count} usage rows where {where}")
 
 
+@pytest.fixture(scope="module", params=["daphne", "uvicorn"])
+def openai_server(request: pytest.FixtureRequest) -> str:
+    """The HTTP server of the OpenAI API (`openai.server`): a module using it runs twice."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def openai_stack_factory(
     tmp_path_factory: pytest.TempPathFactory, tokens: Tokens
 ) -> Iterator[Callable[..., OpenAIStack]]:
-    """``openai_stack_factory(build_config, env=None, name="edge")`` starts an Edge.
+    """``openai_stack_factory(build_config, env=None, name="edge", server="daphne")`` starts an
+    Edge.
 
     ``build_config(tokens, public_port, admin_port)`` returns the config; ``env`` adds to the
-    Edge's environment (``IOP_MAX_BODY_BYTES``, ``IOP_RUN_TIMEOUT_S``, ``LOG_LEVEL``, ...).
+    Edge's environment (``IOP_MAX_BODY_BYTES``, ``IOP_RUN_TIMEOUT_S``, ``LOG_LEVEL``, ...). With
+    ``server="uvicorn"`` the OpenAI API moves to an `openai.listen` of its own served by uvicorn
+    (`openai.server`); ``stack.edge.openai_url`` is where it is served either way.
     Nodes come from ``stack.start_node``. At the module's end clients close, Nodes stop, then Edges.
     """
     edges: list[EdgeProcess] = []
@@ -302,11 +311,17 @@ def openai_stack_factory(
         build_config: Callable[[Tokens, int, int], dict[str, Any]],
         env: dict[str, str] | None = None,
         name: str = "edge",
+        server: str = "daphne",
     ) -> OpenAIStack:
         public = free_port()
         while (admin := free_port()) == public:
             pass
-        edge = EdgeProcess(tmp_path_factory.mktemp(name), build_config(tokens, public, admin))
+        config = build_config(tokens, public, admin)
+        if server != "daphne":  # the OpenAI API on a listener of its own, served by `server`
+            while (openai_port := free_port()) in (public, admin):
+                pass
+            config["openai"].update(listen=f"127.0.0.1:{openai_port}", server=server)
+        edge = EdgeProcess(tmp_path_factory.mktemp(name), config)
         edge.env.update(env or {})
         edges.append(edge)
         _live_processes.append(edge)

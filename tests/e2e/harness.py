@@ -121,6 +121,11 @@ class EdgeProcess:
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.public_port = int(config["edge"]["listen"].rpartition(":")[2])
         self.admin_port = int(config["edge"]["admin_listen"].rpartition(":")[2])
+        openai_listen = config.get("openai", {}).get("listen")
+        # Where the OpenAI API is served: `openai.listen` when set, else the public listener.
+        self.openai_port = (
+            int(openai_listen.rpartition(":")[2]) if openai_listen else self.public_port
+        )
         self.log_path = workdir / "edge.log"
         self.operator_token_file = self.var_dir / "operator-token"  # the Edge creates it
         self.env = {
@@ -139,8 +144,12 @@ class EdgeProcess:
         return f"http://127.0.0.1:{self.public_port}"
 
     @property
+    def openai_url(self) -> str:
+        return f"http://127.0.0.1:{self.openai_port}"
+
+    @property
     def completions_url(self) -> str:
-        return f"{self.base_url}/v1/chat/completions"
+        return f"{self.openai_url}/v1/chat/completions"
 
     @property
     def ws_url(self) -> str:
@@ -188,7 +197,8 @@ class EdgeProcess:
         return []
 
     def listening(self) -> bool:
-        return port_open("127.0.0.1", self.public_port) and port_open("127.0.0.1", self.admin_port)
+        ports = {self.public_port, self.admin_port, self.openai_port}
+        return all(port_open("127.0.0.1", port) for port in ports)
 
     def listen_flags(self) -> list[str]:
         """`--listen` and `--admin-listen` for this process's own ports."""

@@ -1,6 +1,6 @@
 """SIGTERM (or SIGINT) on a real Edge drains: running requests finish (or, past the drain timeout,
 end with an error), new ones are refused with 503, usage is flushed, the Nodes see a clean close,
-and the Edge exits 0."""
+and the Edge exits 0 (its OpenAI API served by daphne, then by uvicorn)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,11 @@ def pool() -> Iterator[ThreadPoolExecutor]:
         yield executor
 
 
-def start(factory: Callable[..., OpenAIStack], drain_timeout_s: float) -> OpenAIStack:
-    stack = factory(build_config, env={"IOP_DRAIN_TIMEOUT_S": str(drain_timeout_s)})
+def start(
+    factory: Callable[..., OpenAIStack], drain_timeout_s: float, openai_server: str
+) -> OpenAIStack:
+    env = {"IOP_DRAIN_TIMEOUT_S": str(drain_timeout_s)}
+    stack = factory(build_config, env=env, server=openai_server)
     stack.start_node("node-a")
     return stack
 
@@ -94,9 +97,9 @@ def signal_and_wait_for_the_drain(stack: OpenAIStack, signum: signal.Signals) ->
 
 
 def test_sigterm_lets_running_streams_finish_refuses_new_requests_and_exits_0(
-    openai_stack_factory: Callable[..., OpenAIStack], pool: ThreadPoolExecutor
+    openai_stack_factory: Callable[..., OpenAIStack], pool: ThreadPoolExecutor, openai_server: str
 ) -> None:
-    stack = start(openai_stack_factory, drain_timeout_s=120)
+    stack = start(openai_stack_factory, drain_timeout_s=120, openai_server=openai_server)
     started = threading.Event()
     stream: Future[list[Any]] = pool.submit(stream_events, stack, SHORT_TEXT, started)
     assert started.wait(30)
@@ -127,9 +130,9 @@ def test_sigterm_lets_running_streams_finish_refuses_new_requests_and_exits_0(
 
 
 def test_sigint_ends_runs_past_the_drain_timeout_with_an_error_and_the_edge_exits_0(
-    openai_stack_factory: Callable[..., OpenAIStack], pool: ThreadPoolExecutor
+    openai_stack_factory: Callable[..., OpenAIStack], pool: ThreadPoolExecutor, openai_server: str
 ) -> None:
-    stack = start(openai_stack_factory, drain_timeout_s=1)
+    stack = start(openai_stack_factory, drain_timeout_s=1, openai_server=openai_server)
     started = threading.Event()
     stream: Future[list[Any]] = pool.submit(stream_events, stack, LONG_TEXT, started)
     assert started.wait(30)

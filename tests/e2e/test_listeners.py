@@ -1,4 +1,5 @@
-"""Each listener serves only its own surface (docs/operations.md)."""
+"""Each listener serves only its own surface (docs/operations.md), whichever server serves
+`openai.listen` (`openai.server`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from tests.e2e.nodes_support import client_headers, two_ports
 
 
 @pytest.fixture(scope="module")
-def edge(tokens, edge_factory):
+def edge(tokens, edge_factory, openai_server):
     config = echo_config(tokens, *two_ports())
-    config["openai"]["listen"] = f"127.0.0.1:{free_port()}"
+    config["openai"].update(listen=f"127.0.0.1:{free_port()}", server=openai_server)
     return edge_factory(config)
 
 
@@ -86,12 +87,19 @@ def test_the_operator_api_refuses_what_a_browser_page_could_send(edge):
     assert after == before
 
 
+def test_the_ready_line_names_the_openai_server(edge, openai_server):
+    served_by = " (uvicorn)" if openai_server == "uvicorn" else ""
+    assert f"openai   http://127.0.0.1:{openai_port(edge)}/v1/{served_by}\n" in edge.log()
+
+
 @pytest.mark.parametrize("listener", ["admin", "openai"])
-async def test_the_node_websocket_is_public_only(edge, tokens, listener):
+async def test_the_node_websocket_is_public_only(edge, tokens, listener, openai_server):
     port = edge.admin_port if listener == "admin" else openai_port(edge)
     headers = {"Authorization": f"Bearer {tokens.node('node-a')}", "X-IOP-Node": "node-a"}
 
     with pytest.raises(InvalidStatus) as refused:
         async with connect(f"ws://127.0.0.1:{port}/ws/node/", additional_headers=headers):
             pass
-    assert refused.value.response.status_code == 403
+    # daphne refuses the handshake; uvicorn serves no websockets, and the path is no API's.
+    uvicorn_openai = listener == "openai" and openai_server == "uvicorn"
+    assert refused.value.response.status_code == (404 if uvicorn_openai else 403)

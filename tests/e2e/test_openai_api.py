@@ -1,8 +1,9 @@
 """The official `openai` SDK against a real Edge and real Nodes: the API, its errors, its headers.
 
-One Edge for the module. Node `node-a` serves the echo models, the queue-limited providers and
-an `openai_http` provider pointed at a mock upstream that fails every chat request; `node-b` is
-never started (its model has no provider); `node-k` is started and killed by the Node-failure test.
+One Edge for the module, its OpenAI API served by daphne, then by uvicorn (`openai.server`).
+Node `node-a` serves the echo models, the queue-limited providers and an `openai_http` provider
+pointed at a mock upstream that fails every chat request; `node-b` is never started (its model
+has no provider); `node-k` is started and killed by the Node-failure test.
 """
 
 from __future__ import annotations
@@ -144,9 +145,11 @@ MODEL_IDS = {
 
 
 @pytest.fixture(scope="module")
-def stack(openai_stack_factory, failing_upstream):
+def stack(openai_stack_factory, failing_upstream, openai_server):
     stack = openai_stack_factory(
-        _config(failing_upstream), env={"IOP_MAX_BODY_BYTES": str(MAX_BODY_BYTES)}
+        _config(failing_upstream),
+        env={"IOP_MAX_BODY_BYTES": str(MAX_BODY_BYTES)},
+        server=openai_server,
     )
     stack.start_node("node-a")
     return stack
@@ -159,7 +162,7 @@ def client(stack) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def http(stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=f"{stack.edge.base_url}/v1", timeout=30) as http:
+    with httpx.Client(base_url=f"{stack.edge.openai_url}/v1", timeout=30) as http:
         yield http
 
 

@@ -1,5 +1,6 @@
-"""Slow and greedy clients of a real daphne Edge: a request must be read whole within the read
-deadline, one peer holds at most its cap of connections, and the open-files limit is raised.
+"""Slow and greedy clients of a real Edge (its OpenAI API served by daphne, then by uvicorn): a
+request must be read whole within the read deadline, one peer holds at most its cap of
+connections (counted across the listeners), and the open-files limit is raised.
 
 Raw sockets do what an HTTP library would not: trickle a header a byte at a time, hold many
 connections open. The settings are small here (the Edge's environment) so the tests are short.
@@ -40,9 +41,11 @@ def slow_echo_config(tokens: Tokens, public: int, admin: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def deadline_stack(openai_stack_factory: Callable[..., OpenAIStack]) -> OpenAIStack:
+def deadline_stack(
+    openai_stack_factory: Callable[..., OpenAIStack], openai_server: str
+) -> OpenAIStack:
     env = {"IOP_REQUEST_READ_TIMEOUT_S": str(READ_TIMEOUT_S)}
-    stack = openai_stack_factory(slow_echo_config, env=env, name="deadline")
+    stack = openai_stack_factory(slow_echo_config, env=env, name="deadline", server=openai_server)
     stack.start_node("node-a")
     return stack
 
@@ -61,20 +64,21 @@ def lowered_soft_limit() -> Iterator[int]:
 
 @pytest.fixture(scope="module")
 def capped_stack(
-    openai_stack_factory: Callable[..., OpenAIStack], lowered_soft_limit: int
+    openai_stack_factory: Callable[..., OpenAIStack], lowered_soft_limit: int, openai_server: str
 ) -> OpenAIStack:
     # Loopback is the only peer a test has: capped here as a remote host would be.
     env = {
         "IOP_MAX_CONNECTIONS_PER_PEER": str(MAX_CONNECTIONS_PER_PEER),
         "IOP_CAP_LOOPBACK_PEERS": "true",
     }
-    stack = openai_stack_factory(echo_config, env=env, name="capped")  # inherits the low limit
+    # Inherits the low limit.
+    stack = openai_stack_factory(echo_config, env=env, name="capped", server=openai_server)
     stack.start_node("node-a")
     return stack
 
 
 def connect(stack: OpenAIStack) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", stack.edge.public_port), timeout=WAIT_S)
+    return socket.create_connection(("127.0.0.1", stack.edge.openai_port), timeout=WAIT_S)
 
 
 def closed_by_edge(sock: socket.socket) -> bool:
@@ -191,7 +195,7 @@ def test_the_edge_raises_its_soft_open_files_limit_to_the_hard_one(
 
 def test_a_normal_request_is_served_under_the_cap(capped_stack: OpenAIStack) -> None:
     response = httpx.get(
-        f"{capped_stack.edge.base_url}/v1/models",
+        f"{capped_stack.edge.openai_url}/v1/models",
         headers={"Authorization": f"Bearer {capped_stack.tokens.client('app-1')}"},
         timeout=10,
     )

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -28,6 +28,9 @@ from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
 from nodes import wire
 from refresh.start import import_at_start
+
+if TYPE_CHECKING:
+    from iop_site.uvicorn_listener import OpenAIListener
 
 log = logging.getLogger("edge.run")
 
@@ -94,10 +97,11 @@ class Command(BaseCommand):
         # added up to stalls of a second. A shorter interval bounds each wait.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
 
+        openai_listener = _openai_listener(config, application)
         runtime = start_runtime(config, path, bound)
         config = runtime.config  # with the listeners it serves on
         listens = [config.edge.listen, config.edge.admin_listen]
-        if config.openai.listen:
+        if config.openai.listen and openai_listener is None:
             listens.append(config.openai.listen)
 
         def ready() -> None:
@@ -105,7 +109,8 @@ class Command(BaseCommand):
             self.stdout.write(f"IOP Edge {config.edge.id} serving {config.revision} {role}")
             self.stdout.write(f"  public   http://{config.edge.listen}/ (admin UI /admin/)")
             openai = config.openai.listen or config.edge.listen
-            self.stdout.write(f"  openai   http://{openai}/v1/")
+            served_by = " (uvicorn)" if openai_listener is not None else ""
+            self.stdout.write(f"  openai   http://{openai}/v1/{served_by}")
             self.stdout.write(f"  nodes    ws://{config.edge.listen}/ws/node/")
             self.stdout.write(
                 f"  operator http://{config.edge.admin_listen}/refresh (loopback; token in "
@@ -118,9 +123,11 @@ class Command(BaseCommand):
 
         # Twisted declares the interface method without `self`, so mypy shifts its arguments.
         reactor.addSystemEventTrigger("before", "shutdown", flush_records)  # type: ignore[arg-type]
-        reactor.callWhenRunning(_drain_on_signals, runtime, reactor)
+        reactor.callWhenRunning(_drain_on_signals, runtime, reactor, openai_listener)
+        loop = reactor._asyncioEventloop  # the asyncio loop Twisted's reactor runs on
+        if openai_listener is not None:
+            reactor.callWhenRunning(_start_openai_listener, openai_listener, loop, reactor)
         if config.edge.ha:
-            loop = reactor._asyncioEventloop  # the asyncio loop Twisted's reactor runs on
             reactor.callWhenRunning(lambda: electors.append(start_elector(runtime, loop)))
         Server(
             application=application,
@@ -134,7 +141,30 @@ class Command(BaseCommand):
         ).run()
 
 
-def _drain_on_signals(runtime: EdgeRuntime, reactor: Any) -> None:
+def _openai_listener(config: EdgeConfig, application: Any) -> OpenAIListener | None:
+    """uvicorn for `openai.listen` (`openai.server: uvicorn`), its socket bound already."""
+    if config.openai.server != "uvicorn" or not config.openai.listen:
+        return None
+    from iop_site.uvicorn_listener import OpenAIListener, OpenAIListenerError, bind
+
+    try:
+        return OpenAIListener(application, bind(config.openai.listen))
+    except OpenAIListenerError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _start_openai_listener(listener: OpenAIListener, loop: Any, reactor: Any) -> None:
+    def started(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("openai.listen (uvicorn) failed to start: %s", error)
+            reactor.stop()
+
+    loop.create_task(listener.start()).add_done_callback(started)
+
+
+def _drain_on_signals(
+    runtime: EdgeRuntime, reactor: Any, openai_listener: OpenAIListener | None
+) -> None:
     """SIGTERM or SIGINT drains the Edge, then stops the reactor (docs/operations.md)."""
     loop = reactor._asyncioEventloop  # the asyncio loop Twisted's reactor runs on
     stopping: list[asyncio.Task[None]] = []
@@ -144,13 +174,15 @@ def _drain_on_signals(runtime: EdgeRuntime, reactor: Any) -> None:
             log.info("%s: already stopping", signum.name)
             return
         log.info("%s: stopping", signum.name)
-        stopping.append(loop.create_task(_drain_and_stop(runtime, reactor)))
+        stopping.append(loop.create_task(_drain_and_stop(runtime, reactor, openai_listener)))
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
 
 
-async def _drain_and_stop(runtime: EdgeRuntime, reactor: Any) -> None:
+async def _drain_and_stop(
+    runtime: EdgeRuntime, reactor: Any, openai_listener: OpenAIListener | None
+) -> None:
     from twisted.internet.interfaces import IListeningPort
 
     try:
@@ -159,6 +191,8 @@ async def _drain_and_stop(runtime: EdgeRuntime, reactor: Any) -> None:
         for reader in reactor.getReaders():
             if IListeningPort.providedBy(reader):
                 reader.stopListening()
+        if openai_listener is not None:
+            openai_listener.stop_listening()
         await runtime.close_node_sessions()
         await _flush_records(runtime)
     except Exception:
