@@ -8,7 +8,7 @@ one stream, all started within the ramp. Per N: tokens relayed per second, Edge 
 the upstream did), Edge and Node RSS (the highest sampled during the round), errors, and the CPU
 the mock and the clients used. The last line printed is one JSON object.
 
-    python bench/stream_bench.py [--quick] [--sizes 100,500,1000,2000]
+    python bench/stream_bench.py [--quick] [--sizes 100,500,1000,2000] [--openai-server uvicorn]
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from edge_stack import rss_mb
 from gateway_bench import STREAM_BODY, Stack
 from loadgen import build_request
 from stream_client import RATE_BUCKET_S, RoundResult, merge, run_round
+
+from edge.config.schema import OPENAI_SERVERS
 
 SIZES = (100, 500, 1000, 2000)
 QUICK_SIZES = (20, 100)
@@ -69,7 +71,7 @@ def one_round(
     tokens: int,
 ) -> dict:
     request = build_request(
-        "127.0.0.1", stack.edge_port, "/v1/chat/completions", STREAM_BODY, stack.client_token
+        "127.0.0.1", stack.api_port, "/v1/chat/completions", STREAM_BODY, stack.client_token
     )
     ramp_s = streams / RAMP_STREAMS_PER_S
     t0 = time.monotonic() + 0.3
@@ -82,7 +84,7 @@ def one_round(
         pool.submit(
             run_round,
             "127.0.0.1",
-            stack.edge_port,
+            stack.api_port,
             request,
             starts[index::clients],
             t0,
@@ -150,6 +152,12 @@ def main() -> None:
     parser.add_argument("--tokens-per-s", type=float, default=20.0, help="per stream (20)")
     parser.add_argument("--tokens", type=int, help="chunks per answer (200; --quick: 40)")
     parser.add_argument("--clients", type=int, default=2, help="client processes (2)")
+    parser.add_argument(
+        "--openai-server",
+        choices=OPENAI_SERVERS,
+        default=OPENAI_SERVERS[0],
+        help="the HTTP server of the OpenAI API (openai.server; default %(default)s)",
+    )
     args = parser.parse_args()
     sizes = (
         tuple(int(size) for size in args.sizes.split(","))
@@ -170,7 +178,12 @@ def main() -> None:
     rows = []
     context = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory(prefix="iop-bench-") as workdir:
-        stack = Stack(Path(workdir), (*mock, str(tokens)), capacity=max(sizes) + 64)
+        stack = Stack(
+            Path(workdir),
+            (*mock, str(tokens)),
+            capacity=max(sizes) + 64,
+            openai_server=args.openai_server,
+        )
         try:
             stack.start()
             with ProcessPoolExecutor(args.clients, mp_context=context) as pool:
@@ -189,6 +202,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "stream",
+                "openai_server": args.openai_server,
                 "tokens_per_s_per_stream": args.tokens_per_s,
                 "answer_tokens": tokens,
                 "max_streams_itl_p99_ok": max(held, default=0),

@@ -81,12 +81,25 @@ def release_in_slices(parts: list[Any]) -> None:
 
 
 def freeze_long_lived() -> None:
-    """Move every object alive now out of the collector's sight (``gc.freeze``).
+    """Collect the garbage there is now, then move every object still alive out of the
+    collector's sight (``gc.freeze``).
 
     Called once the Edge has started and after each config swap: the running config, its pool
     and the Django modules then cost no full collection a scan. Frozen objects are still freed
-    by reference counting as usual; only a reference cycle among them would stay.
+    by reference counting as usual, but a reference cycle among them never is: garbage frozen
+    with them would stay for the life of the process (a `GET /status` of 1,000 Nodes leaves
+    about 35,000 such objects until a collection frees them, about 10 MB). The collection
+    before the freeze scans only what is not frozen yet.
     """
+    gc.collect()
+    gc.freeze()
+
+
+def freeze_without_collecting() -> None:
+    """``gc.freeze`` without a collection first, for right after building a large structure
+    (a refresh's candidate config, the sessions of a fleet signing in): a collection would scan
+    all of it, with the event loop held. A refresh collects before it builds its candidate, so
+    little garbage is frozen with it."""
     gc.freeze()
 
 
@@ -111,7 +124,7 @@ class FreezeAfterSignIns:
 
     def _freeze(self) -> None:
         self._due = None
-        freeze_long_lived()
+        freeze_without_collecting()
 
 
 class CollectionTimes:

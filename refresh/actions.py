@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import gc
 import logging
 import os
 import tempfile
@@ -28,7 +29,7 @@ from edge.config import EdgeConfig
 from edge.config.canonical import node_canonical
 from edge.config.schema import Node
 from edge.ha.role import NotLeading
-from edge.memory import collection_paused, freeze_long_lived
+from edge.memory import collection_paused, freeze_without_collecting
 from edge.metrics import METRICS
 from edge.mirror import import_config
 from edge.models import ConfigRevision
@@ -233,6 +234,8 @@ def _plan_and_prepare(
     """The plan and, for an apply that can go ahead, what it swaps in. An Edge that owns its
     process plans in the worker (``refresh.plan_worker``); ``running_text`` is the running
     config's YAML when the worker does not hold it yet."""
+    if runtime.owns_process:
+        gc.collect()  # garbage now, before the candidate is built: none of it frozen with it
     with collection_paused():
         if runtime.owns_process:
             plan = PLAN_WORKER.plan(
@@ -258,7 +261,7 @@ def _plan_and_prepare(
             # collections, with the event loop stopped each time. Frozen, they cost none: a
             # candidate is swapped in, or freed by reference counting when the refresh ends (a
             # config holds no reference cycles).
-            freeze_long_lived()
+            freeze_without_collecting()
     return plan, prepared
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from edge.memory import (
     FreezeAfterSignIns,
     collection_paused,
     freeze_long_lived,
+    freeze_without_collecting,
     release_in_slices,
     watch_collections,
 )
@@ -63,6 +65,40 @@ def test_freezing_moves_what_is_alive_out_of_the_collectors_sight(unfrozen: None
     assert gc.get_freeze_count() >= len(kept)
     generations = [gc.get_objects(generation=generation) for generation in range(3)]
     assert not any(item is kept[0] for objects in generations for item in objects)
+
+
+class _Cycle:
+    """Garbage only a collection frees: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def cyclic_garbage() -> weakref.ref[_Cycle]:
+    return weakref.ref(_Cycle())  # unreachable as soon as this returns, but for its cycle
+
+
+def test_freezing_the_long_lived_collects_the_garbage_first(unfrozen: None) -> None:
+    gc.disable()  # no collection of its own may free it first
+    try:
+        garbage = cyclic_garbage()
+        freeze_long_lived()
+    finally:
+        gc.enable()
+
+    # Frozen with the rest, it would have stayed for the life of the process.
+    assert garbage() is None
+
+
+def test_freezing_what_was_just_built_collects_nothing(unfrozen: None) -> None:
+    gc.disable()
+    try:
+        garbage = cyclic_garbage()
+        freeze_without_collecting()
+        gc.collect()  # a frozen cycle is out of any collection's sight
+        assert garbage() is not None
+    finally:
+        gc.enable()
 
 
 def test_every_collection_is_counted_and_timed_per_generation() -> None:
