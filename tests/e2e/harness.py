@@ -122,10 +122,7 @@ class EdgeProcess:
         self.public_port = int(config["edge"]["listen"].rpartition(":")[2])
         self.admin_port = int(config["edge"]["admin_listen"].rpartition(":")[2])
         openai_listen = config.get("openai", {}).get("listen")
-        # Where the OpenAI API is served: `openai.listen` when set, else the public listener.
-        self.openai_port = (
-            int(openai_listen.rpartition(":")[2]) if openai_listen else self.public_port
-        )
+        self._openai_listen_port = int(openai_listen.rpartition(":")[2]) if openai_listen else None
         self.log_path = workdir / "edge.log"
         self.operator_token_file = self.var_dir / "operator-token"  # the Edge creates it
         self.env = {
@@ -142,6 +139,11 @@ class EdgeProcess:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.public_port}"
+
+    @property
+    def openai_port(self) -> int:
+        """Where the OpenAI API is served: `openai.listen` when set, else the public listener."""
+        return self._openai_listen_port or self.public_port
 
     @property
     def openai_url(self) -> str:
