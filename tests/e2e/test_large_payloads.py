@@ -1,7 +1,8 @@
 """Requests and answers of several MiB travel whole; one run's output is bounded; no session drops.
 
-Real processes: a daphne Edge, a Node agent, the scripted upstream and the official SDK. The frame
-limit is 1 MiB (`wire.MAX_FRAME_BYTES`), so everything here crosses the websocket in parts.
+Real processes: an Edge (its OpenAI API served by daphne, then by uvicorn), a Node agent, the
+scripted upstream and the official SDK. The frame limit is 1 MiB (`wire.MAX_FRAME_BYTES`), so
+everything here crosses the websocket in parts.
 """
 
 from __future__ import annotations
@@ -59,9 +60,12 @@ def build_config(upstream: ScriptedUpstream) -> Callable[[Tokens, int, int], dic
 
 @pytest.fixture(scope="module")
 def stack(
-    openai_stack_factory: Callable[..., OpenAIStack], scripted_upstream: ScriptedUpstream
+    openai_stack_factory: Callable[..., OpenAIStack],
+    scripted_upstream: ScriptedUpstream,
+    openai_server: str,
 ) -> OpenAIStack:
-    stack = openai_stack_factory(build_config(scripted_upstream), name="large")
+    build = build_config(scripted_upstream)
+    stack = openai_stack_factory(build, name="large", server=openai_server)
     stack.start_node("node-a")
     return stack
 

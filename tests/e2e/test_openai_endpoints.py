@@ -2,7 +2,8 @@
 
 Model retrieval, embeddings (the exact vectors echo derives from each input), completions and the
 Responses API (streamed and not, `previous_response_id` going back to the provider that served the
-response), a model that serves embeddings only, CORS, and a base URL without `/v1`.
+response), a model that serves embeddings only, CORS, and a base URL without `/v1`; the OpenAI
+API served by daphne, then by uvicorn (`openai.server`).
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def _config(tokens: Tokens, public: int, admin: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def stack(openai_stack_factory: Any) -> Any:
-    stack = openai_stack_factory(_config)
+def stack(openai_stack_factory: Any, openai_server: str) -> Any:
+    stack = openai_stack_factory(_config, server=openai_server)
     stack.start_node("node-a")
     return stack
 
@@ -189,7 +190,7 @@ def test_an_endpoint_the_model_does_not_serve_is_a_400(stack: Any, client: opena
 
 
 def test_cors_preflight_and_answers(stack: Any, client: openai.OpenAI) -> None:
-    url = f"{stack.edge.base_url}/v1/chat/completions"
+    url = f"{stack.edge.openai_url}/v1/chat/completions"
     asked = {
         "Origin": ORIGIN,
         "Access-Control-Request-Method": "POST",
@@ -209,18 +210,19 @@ def test_cors_preflight_and_answers(stack: Any, client: openai.OpenAI) -> None:
     assert "access-control-allow-origin" not in other.headers
 
     headers = {"Origin": ORIGIN, "Authorization": f"Bearer {stack.tokens.client('app-1')}"}
-    answer = httpx.get(f"{stack.edge.base_url}/v1/models", headers=headers, timeout=10)
+    answer = httpx.get(f"{stack.edge.openai_url}/v1/models", headers=headers, timeout=10)
     assert answer.status_code == 200
     assert answer.headers["access-control-allow-origin"] == ORIGIN
     assert "x-iop-provider" in answer.headers["access-control-expose-headers"]
-    refused = httpx.get(f"{stack.edge.base_url}/v1/models", headers={"Origin": ORIGIN}, timeout=10)
+    models = f"{stack.edge.openai_url}/v1/models"
+    refused = httpx.get(models, headers={"Origin": ORIGIN}, timeout=10)
     assert refused.status_code == 401  # CORS headers on errors too, so the page can read them
     assert refused.headers["access-control-allow-origin"] == ORIGIN
 
 
 def test_a_base_url_without_v1_serves_the_same_paths(stack: Any) -> None:
     bare = openai.OpenAI(
-        base_url=stack.edge.base_url,
+        base_url=stack.edge.openai_url,
         api_key=stack.tokens.client("app-1"),
         max_retries=0,
         timeout=30,
@@ -238,6 +240,6 @@ def test_a_base_url_without_v1_serves_the_same_paths(stack: Any) -> None:
         assert bare.responses.create(model="echo", input="r").output_text == "echo: r"
     finally:
         bare.close()
-    # The admin keeps its own paths on the same listener.
+    # The admin keeps its own paths on the public listener.
     admin = httpx.get(f"{stack.edge.base_url}/admin/login/", timeout=10)
     assert admin.status_code == 200
