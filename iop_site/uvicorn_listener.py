@@ -127,8 +127,7 @@ class OpenAIProtocol(HttpToolsProtocol):
         if self._in_head and not self.transport.is_closing():
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
-                self._disarm_deadline()
-                self.transport.write(HEAD_TOO_LARGE)
+                self._writes.write(HEAD_TOO_LARGE)  # after what this connection wrote before
                 self._drop_the_rest()
 
     def on_message_begin(self) -> None:
@@ -169,10 +168,6 @@ class OpenAIProtocol(HttpToolsProtocol):
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_S, self.transport.abort)
-
-    def shutdown(self) -> None:
-        self._writes.flush()
-        super().shutdown()
 
     def _arm_deadline(self) -> None:
         self._disarm_deadline()
