@@ -37,6 +37,7 @@ from edge.memory import (
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
 from nodes.ack_log import NodeAckRecorder, RevisionAcks
+from nodes.keepalive import DEFAULT_PING_INTERVAL_S, KeepAliveRound
 from nodes.sessions import NodeSessionStore
 
 log = logging.getLogger(__name__)
@@ -104,11 +105,13 @@ class EdgeRuntime:
         *,
         owns_process: bool = False,
         bound: BoundListeners | None = None,
+        ping_interval_s: float = DEFAULT_PING_INTERVAL_S,
     ) -> None:
         """``owns_process``: the runtime is its process's reason to be (``run_edge``), so what
         is alive after each swap is frozen out of the collector's sight (``freeze_long_lived``)
         and refreshes are planned in a worker process (``refresh.plan_worker``). ``bound``: the
-        listeners the process serves on (``run_edge --listen``), kept over every config."""
+        listeners the process serves on (``run_edge --listen``), kept over every config.
+        ``ping_interval_s``: how often each Node session's keep-alive looks at its Node."""
         self.owns_process = owns_process
         self.bound = bound
         config = pin_listeners(config, bound)
@@ -119,6 +122,7 @@ class EdgeRuntime:
         self._in_force = (config, self.snapshot)  # what ``prepare`` builds over
         self.pool = ProviderPool(self.snapshot)
         self.nodes = NodeSessionStore(self.pool.set_node_ready)
+        self.keep_alive = KeepAliveRound(ping_interval_s)
         self.usage = UsageRecorder(write_usage, on_quiet=return_free_memory)
         # When the runtime owns its process, Node sessions are frozen once signed in.
         self.sign_ins = FreezeAfterSignIns() if owns_process else None

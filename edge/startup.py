@@ -32,7 +32,13 @@ def start_runtime(
             "served; usage meters them as principal (anonymous) or (unknown token)"
         )
     runtime = EdgeRuntime(
-        config, config_path, write_usage, write_acks, owns_process=True, bound=bound
+        config,
+        config_path,
+        write_usage,
+        write_acks,
+        owns_process=True,
+        bound=bound,
+        ping_interval_s=settings.IOP_NODE_PING_INTERVAL_S,
     )
     load_past_usage(runtime)
     install_runtime(runtime)

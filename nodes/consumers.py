@@ -25,7 +25,6 @@ from edge.tokens import bearer_token, sha256_hex
 from nodes import wire
 from nodes.log_limit import LogLimit
 from nodes.sessions import BAD_FRAME, NodeSession
-from nodes.wire.pacing import beats
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     # Set in connect(); defaults so that disconnect() is safe whatever connect() got to.
     session: NodeSession | None = None
-    keepalive: asyncio.Task[None] | None = None
+    hello_deadline: asyncio.TimerHandle | None = None
+    acting: asyncio.Task[None] | None = None  # the keep-alive's ping or drop, while it runs
     closing = False  # a refusal is closing the session: the rest of a batch is not read
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -119,8 +119,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     async def _abandon(self) -> None:
         """End the session after a bug here: its runs fail, its providers leave the pool."""
-        if self.keepalive is not None and self.keepalive is not asyncio.current_task():
-            self.keepalive.cancel()
+        self._stop_keep_alive()
         if self.session is not None:
             self.runtime.nodes.detach(self.session)
         with contextlib.suppress(Exception):
@@ -130,7 +129,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
         self.runtime: EdgeRuntime = get_runtime()
         self.bad_frames = 0
         self.last_heard = time.monotonic()
-        self.greeted = asyncio.Event()  # the Node's hello arrived
+        self.greeted = False  # the Node's hello arrived
         headers = dict(self.scope["headers"])
         node_id = headers.get(b"x-iop-node", b"").decode("latin-1")
         node = self.runtime.config.node(node_id)
@@ -154,11 +153,22 @@ class NodeConsumer(AsyncWebsocketConsumer):
         )
         if superseded is not None:
             await superseded.link.close_session(wire.CLOSE_SUPERSEDED)
-        self.keepalive = asyncio.create_task(self._keep_alive(self.session))
+        loop = asyncio.get_running_loop()
+        self.hello_deadline = loop.call_later(
+            settings.IOP_NODE_HELLO_TIMEOUT_S, self._hello_overdue
+        )
+
+    def _stop_keep_alive(self) -> None:
+        if self.hello_deadline is not None:
+            self.hello_deadline.cancel()
+            self.hello_deadline = None
+        self.runtime.keep_alive.discard(self)
+        if self.acting is not None and self.acting is not asyncio.current_task():
+            self.acting.cancel()
 
     async def disconnect(self, code: int) -> None:
-        if self.keepalive is not None:
-            self.keepalive.cancel()
+        if hasattr(self, "runtime"):
+            self._stop_keep_alive()
         if self.session is not None:
             self.runtime.nodes.detach(self.session)
             # The session refers back to this consumer: without the cycle, both go as soon as
@@ -250,7 +260,7 @@ class NodeConsumer(AsyncWebsocketConsumer):
 
     async def _hello(self, session: NodeSession, frame: Mapping[str, Any]) -> None:
         # The codec already refused any other protocol version.
-        if self.greeted.is_set():
+        if self.greeted:
             # Each hello would cost a config frame and a log line: one per session.
             await self._refuse("bad_hello", "this session has already said hello")
             return
@@ -263,7 +273,11 @@ class NodeConsumer(AsyncWebsocketConsumer):
             return
         log.info("node %s: connected (agent %s)", self.node_id, frame["agent_version"])
         session.agent_version = frame["agent_version"]
-        self.greeted.set()
+        self.greeted = True
+        if self.hello_deadline is not None:
+            self.hello_deadline.cancel()
+            self.hello_deadline = None
+        self.runtime.keep_alive.add(self)
         if self.runtime.sign_ins is not None:
             self.runtime.sign_ins.note_sign_in()
         config = self.runtime.config
@@ -323,45 +337,54 @@ class NodeConsumer(AsyncWebsocketConsumer):
             )
             await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
 
-    async def _keep_alive(self, session: NodeSession) -> None:
+    # -- keep-alive (nodes.keepalive) -------------------------------------------------------
+
+    def _hello_overdue(self) -> None:
+        # A socket that signed in but never speaks would hold its Node's slot forever.
+        self.hello_deadline = None
+        self.acting = asyncio.create_task(self._keep_alive_act(self._refuse_silent_hello))
+
+    async def _refuse_silent_hello(self, session: NodeSession) -> None:
+        timeout = settings.IOP_NODE_HELLO_TIMEOUT_S
+        await self._refuse("hello_timeout", f"no hello within {timeout:g} s", fatal=True)
+        self.runtime.nodes.detach(session)
+
+    def keep_alive_due(self) -> None:
+        """Once per ping interval (``runtime.keep_alive``): ping a Node quiet for an interval;
+        drop one silent for SILENT_INTERVALS, so its runs fail (their slots come back) and its
+        providers leave the pool."""
+        session = self.session
+        if session is None or session.closed:
+            self.runtime.keep_alive.discard(self)
+            return
+        if self.acting is not None and not self.acting.done():
+            return  # the last ping is still being written
+        interval = self.runtime.keep_alive.interval_s
+        step = keep_alive_step(time.monotonic() - self.last_heard, interval)
+        if step == DROP:
+            self.runtime.keep_alive.discard(self)
+            self.acting = asyncio.create_task(self._keep_alive_act(self._drop_silent))
+        elif step == PING:
+            self.acting = asyncio.create_task(self._keep_alive_act(self._ping))
+
+    async def _keep_alive_act(self, act: Callable[[NodeSession], Awaitable[None]]) -> None:
+        session = self.session
+        if session is None or session.closed:
+            return
         try:
-            await self._ping_until_silent(session)
-        except asyncio.CancelledError:
-            raise
+            await act(session)
+        except ConnectionError:
+            return
         except Exception:
             log.exception("node %s: keep-alive failed", self._node_name)
             await self._abandon()
 
-    async def _ping_until_silent(self, session: NodeSession) -> None:
-        """Wait for the hello, then ping on an interval; a Node silent for SILENT_INTERVALS is
-        dropped: its runs fail (their slots come back) and its providers leave the pool."""
-        try:
-            await asyncio.wait_for(self.greeted.wait(), settings.IOP_NODE_HELLO_TIMEOUT_S)
-        except TimeoutError:
-            # A socket that signed in but never speaks would hold its Node's slot forever.
-            timeout = settings.IOP_NODE_HELLO_TIMEOUT_S
-            await self._refuse("hello_timeout", f"no hello within {timeout:g} s", fatal=True)
-            self.runtime.nodes.detach(session)
-            return
-        interval = settings.IOP_NODE_PING_INTERVAL_S
-        silence = SILENT_INTERVALS * interval
-        # Each session pings at a phase of its own, kept however late a busy loop wakes it
-        # (nodes.wire.pacing): Nodes that signed in together (an Edge start, a reconnect storm)
-        # would otherwise be pinged, and answer, in one burst per interval, holding up requests
-        # behind thousands of frames at once.
-        async for _ in beats(interval):
-            if session.closed:
-                return
-            step = keep_alive_step(time.monotonic() - self.last_heard, interval)
-            if step == DROP:
-                # Detached first: a frozen Node must not get runs while its socket closes.
-                log.warning("node %s: no frame for %.0f s, dropping it", self.node_id, silence)
-                self.runtime.nodes.detach(session)
-                await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
-                return
-            if step == WAIT:
-                continue
-            try:
-                await self.send_frame(wire.ping(time.time()))
-            except ConnectionError:
-                return
+    async def _ping(self, session: NodeSession) -> None:
+        await self.send_frame(wire.ping(time.time()))
+
+    async def _drop_silent(self, session: NodeSession) -> None:
+        # Detached first: a frozen Node must not get runs while its socket closes.
+        silence = SILENT_INTERVALS * self.runtime.keep_alive.interval_s
+        log.warning("node %s: no frame for %.0f s, dropping it", self.node_id, silence)
+        self.runtime.nodes.detach(session)
+        await self.close(code=wire.CLOSE_PROTOCOL_ERROR)
