@@ -162,13 +162,13 @@ class NodeConsumer(AsyncWebsocketConsumer):
         if self.hello_deadline is not None:
             self.hello_deadline.cancel()
             self.hello_deadline = None
-        self.runtime.keep_alive.discard(self)
+        if self.session is not None:  # only a session's consumer is in the keep-alive round
+            self.runtime.keep_alive.discard(self)
         if self.acting is not None and self.acting is not asyncio.current_task():
             self.acting.cancel()
 
     async def disconnect(self, code: int) -> None:
-        if hasattr(self, "runtime"):
-            self._stop_keep_alive()
+        self._stop_keep_alive()
         if self.session is not None:
             self.runtime.nodes.detach(self.session)
             # The session refers back to this consumer: without the cycle, both go as soon as
