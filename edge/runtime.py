@@ -137,9 +137,11 @@ class EdgeRuntime:
         self.limiter = Limiter()
         # Leader or standby (`edge.ha`); a single Edge always leads (edge.ha.role).
         self.leadership = Leadership(config.edge.ha)
-        # In HA, run first in an apply's database transaction: refuses it unless this Edge
-        # still holds the leader lock (edge.ha.cluster.leader_commit_guard). Blocks: a thread's.
-        self.commit_guard: Callable[[], None] | None = None
+        # In HA, the check an apply's database transaction runs first, as things stand now: it
+        # refuses the apply unless this Edge still holds the leader lock
+        # (edge.ha.cluster.leader_commit_guard). Plain values: the apply may commit in another
+        # process. The check blocks: a thread's.
+        self.commit_guard: Callable[[], Callable[[], None]] | None = None
 
     def prepare(self, config: EdgeConfig) -> PreparedConfig:
         """Build what ``swap_config`` swaps in. Safe in another thread: it reads only immutable

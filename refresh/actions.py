@@ -13,17 +13,13 @@ import concurrent.futures
 import functools
 import gc
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import transaction
 
 from edge.config import EdgeConfig
 from edge.config.canonical import node_canonical
@@ -31,14 +27,16 @@ from edge.config.schema import Node
 from edge.ha.role import NotLeading
 from edge.memory import collection_paused, freeze_without_collecting
 from edge.metrics import METRICS
-from edge.mirror import import_config
 from edge.models import ConfigRevision
+from edge.pacing import paced
 from edge.runtime import EdgeRuntime, PreparedConfig
 from nodes import wire
 from nodes.sessions import NodeSession, PendingAck
+from refresh import worker_writes
 from refresh.models import RefreshRecord
+from refresh.persist import ApplyOrder, RecordOrder, save_pushes, save_record, write_apply
 from refresh.plan import Mode, NodePush, Plan, RefreshResult, new_refresh_id, plan_refresh
-from refresh.plan_worker import PLAN_WORKER
+from refresh.plan_worker import PLAN_WORKER, HeldPlan, PlanNotHeld, WorkerDied
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +234,9 @@ def _plan_and_prepare(
     config's YAML when the worker does not hold it yet."""
     if runtime.owns_process:
         gc.collect()  # garbage now, before the candidate is built: none of it frozen with it
-    with collection_paused():
+    # Paced: what this thread builds for the Edge (the candidate from the worker's patch, its
+    # pool snapshot) would hold the event loop up, computed at once (edge.pacing).
+    with collection_paused(), paced():
         if runtime.owns_process:
             plan = PLAN_WORKER.plan(
                 running,
@@ -295,16 +295,10 @@ async def _apply(
         await _record(result, config_yaml, requester)
         return
     result.status = "applied"
-    record = _new_record(result, config_yaml, requester)
+    guard = runtime.commit_guard() if runtime.commit_guard is not None else None
+    order = ApplyOrder(_record_order(result, requester), runtime.config_path, guard)
     try:
-        await _persist(
-            runtime.config_path,
-            runtime.config,
-            candidate,
-            config_yaml,
-            record,
-            runtime.commit_guard,
-        )
+        await _write_apply(runtime.config, candidate, result, config_yaml, order)
     except NotLeading as exc:
         # Nothing was applied: this Edge lost the lead while planning; the new leader decides.
         result.status = "invalid"
@@ -325,54 +319,7 @@ async def _apply(
         runtime, candidate, result.classification.reconfigured_nodes, result.refresh_id
     )
     if result.node_pushes:
-        await _record_pushes(record, result)
-
-
-@database_sync_to_async
-def _persist(
-    config_path: Path | None,
-    running: EdgeConfig,
-    candidate: EdgeConfig,
-    config_yaml: str,
-    record: RefreshRecord,
-    guard: Callable[[], None] | None = None,
-) -> None:
-    """Mirror, record and config file together: a file that cannot be written rolls the mirror
-    and the record back, and no applied revision is ever committed without its record.
-
-    The mirror is synced by delta over ``running``, the config the plan was made against
-    (when the active revision is still its own). The backup holds the config that was running
-    (the active revision's YAML), which differs from the file when the operator edited the file
-    in place before this apply.
-    """
-    with transaction.atomic():
-        if guard is not None:
-            guard()  # first: the new leader's takeover reads the revision after this commits
-        active = ConfigRevision.objects.filter(active=True).only("yaml_text").first()
-        import_config(candidate, config_yaml, source="refresh", base=running)
-        record.save()
-        if config_path is not None:
-            write_atomically(config_path, config_yaml, backup=active.yaml_text if active else None)
-
-
-def write_atomically(path: Path, text: str, backup: str | None) -> None:
-    """Replace ``path`` in one rename; ``backup`` (if any) goes to ``<name>.bak`` first."""
-    if backup is not None:
-        _replace(path.with_name(path.name + ".bak"), backup)
-    _replace(path, text)
-
-
-def _replace(path: Path, text: str) -> None:
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        await _record_pushes(result)
 
 
 async def _push(
@@ -463,28 +410,70 @@ def _reviewed_dry_run(base_revision: str, candidate_revision: str) -> int | None
     )
 
 
-def _new_record(result: RefreshResult, config_yaml: str, requester: _Requester) -> RefreshRecord:
-    """The record of ``result`` as it stands now, not saved yet."""
-    return RefreshRecord.of(
-        result,
-        config_yaml,
-        request_id=requester.request_id,
-        requested_by=requester.requested_by,
-        user_id=requester.user_id,
-        token_name=requester.token_name,
-        os_user=requester.os_user,
-        reason=requester.reason,
-        applied_from_id=requester.applied_from,
+def _record_order(result: RefreshResult, requester: _Requester) -> RecordOrder:
+    return RecordOrder(
+        result.status,
+        result.errors,
+        {
+            "request_id": requester.request_id,
+            "requested_by": requester.requested_by,
+            "user_id": requester.user_id,
+            "token_name": requester.token_name,
+            "os_user": requester.os_user,
+            "reason": requester.reason,
+            "applied_from_id": requester.applied_from,
+        },
     )
 
 
-@database_sync_to_async
-def _record(result: RefreshResult, config_yaml: str, requester: _Requester) -> None:
-    _new_record(result, config_yaml, requester).save()
+async def _record(result: RefreshResult, config_yaml: str, requester: _Requester) -> None:
+    """Save the record of a refresh that changed nothing."""
+    order = _record_order(result, requester)
+    if not await _in_worker(worker_writes.save_record_held, result.refresh_id, order, once=True):
+        await database_sync_to_async(save_record)(result, config_yaml, order)
 
 
-@database_sync_to_async
-def _record_pushes(record: RefreshRecord, result: RefreshResult) -> None:
-    """The Nodes' answers, known only after the swap: the one later write to an applied record."""
-    record.result = result.to_dict()
-    record.save(update_fields=["result"])
+async def _write_apply(
+    running: EdgeConfig,
+    candidate: EdgeConfig,
+    result: RefreshResult,
+    config_yaml: str,
+    order: ApplyOrder,
+) -> None:
+    """Mirror, record and config file together (``refresh.persist.write_apply``)."""
+    if await _in_worker(worker_writes.write_apply_held, result.refresh_id, order, once=True):
+        return
+    record = RefreshRecord.of(result, config_yaml, **order.record.asker)
+    await database_sync_to_async(write_apply)(
+        order.config_path, running, candidate, config_yaml, record, order.guard
+    )
+
+
+async def _record_pushes(result: RefreshResult) -> None:
+    pushes = result.node_pushes
+    if not await _in_worker(worker_writes.save_pushes_held, result.refresh_id, pushes, once=False):
+        await database_sync_to_async(save_pushes)(result)
+
+
+_Order = TypeVar("_Order")
+
+
+async def _in_worker(
+    act: Callable[[HeldPlan, _Order], None], refresh_id: str, order: _Order, *, once: bool
+) -> bool:
+    """Whether ``act`` was done in the plan worker, on the plan of ``refresh_id`` it holds
+    (``refresh.worker_writes``). A worker that died midway may have committed the record it
+    was saving (``once``): then that is done."""
+    if not PLAN_WORKER.holds_plan(refresh_id):
+        return False
+    try:
+        await asyncio.to_thread(PLAN_WORKER.with_plan, act, refresh_id, order)
+    except WorkerDied:
+        return once and await database_sync_to_async(_recorded)(refresh_id)
+    except PlanNotHeld:
+        return False
+    return True
+
+
+def _recorded(refresh_id: str) -> bool:
+    return RefreshRecord.objects.filter(refresh_id=refresh_id).exists()

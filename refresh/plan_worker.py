@@ -11,6 +11,10 @@ plans against the running config without reading it again, and an apply of the c
 just dry-run is not loaded again either. The Edge gets back the result and, for an apply it can go
 ahead with, a ``ConfigPatch`` (``edge.config.patch``) that it builds the candidate from, sharing
 its own objects: reading a whole fleet's config back would cost it most of what was saved.
+
+The worker also keeps its last plan (``HeldPlan``), so what the Edge saves of it (the mirror, the
+refresh record, the config file: megabytes for a fleet) is written there too (``with_plan``,
+``refresh.persist``), from what the worker holds, instead of by a thread beside the event loop.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import TypeVar
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
 from edge.config.patch import apply_patch, dumps, dumps_in_pieces, loads_in_pieces, patch_against
 from edge.memory import collection_paused
-from refresh.plan import Mode, Plan, plan_refresh
+from refresh.plan import Mode, Plan, RefreshResult, plan_refresh
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +59,35 @@ class RunningUnknown(LookupError):
     """The worker does not hold the running config, and was not sent it."""
 
 
+class PlanNotHeld(LookupError):
+    """The worker does not hold that plan: a later one replaced it, or the worker was replaced
+    (``WorkerDied``); what was to be done with it is done in the Edge."""
+
+
+class WorkerDied(PlanNotHeld):
+    """The worker died while it held the plan, perhaps midway through what it was doing."""
+
+
+@dataclass(slots=True)
+class HeldPlan:
+    """The worker's last plan, with the configs and the text it was made from."""
+
+    result: RefreshResult
+    candidate_text: str
+    running: EdgeConfig
+    candidate: EdgeConfig | None
+
+
+Order = TypeVar("Order")
+Outcome = TypeVar("Outcome")
+
+
 # -- in the worker process ----------------------------------------------------------------------
 
 # The configs the worker loaded last, by revision, and the digest of the text each came from.
 _held: dict[str, tuple[EdgeConfig, bytes]] = {}
+# The plan it made last.
+_plan_held: HeldPlan | None = None
 
 
 def _digest(text: str | bytes) -> bytes:
@@ -67,7 +97,8 @@ def _digest(text: str | bytes) -> bytes:
 def plan_in_worker(request: PlanRequest) -> tuple[bytes, list[bytes] | None]:
     """The plan's result pickled (``dumps``) and, for an apply that can go ahead, its patch in
     pieces (``dumps_in_pieces``): the Edge unpickles them in a thread beside its event loop."""
-    global _held
+    global _held, _plan_held
+    _plan_held = None
     # Paused: loading a config makes hundreds of thousands of objects that all live on.
     with collection_paused():
         running = _running(request)
@@ -83,7 +114,19 @@ def plan_in_worker(request: PlanRequest) -> tuple[bytes, list[bytes] | None]:
         if plan.candidate is not None:
             held[plan.candidate.revision] = (plan.candidate, digest)
         _held = held
+        text = request.candidate_text
+        if isinstance(text, bytes):
+            text = text.decode(errors="replace")  # a text that is not UTF-8 is recorded as ""
+        _plan_held = HeldPlan(plan.result, text, running, plan.candidate)
         return dumps(plan.result), None if patch is None else dumps_in_pieces(patch)
+
+
+def _with_held_plan(
+    act: Callable[[HeldPlan, Order], Outcome], refresh_id: str, order: Order
+) -> Outcome:
+    if _plan_held is None or _plan_held.result.refresh_id != refresh_id:
+        raise PlanNotHeld(refresh_id)
+    return act(_plan_held, order)
 
 
 def _plan_here(
@@ -126,10 +169,29 @@ class PlanWorker:
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._holds: frozenset[str] = frozenset()  # the revisions the worker holds
+        self._plan_held = ""  # the refresh id of the plan it holds
 
     def holds(self, revision: str) -> bool:
         """Whether a plan against ``revision`` can go without its text."""
         return revision in self._holds
+
+    def holds_plan(self, refresh_id: str) -> bool:
+        """Whether the worker made the plan of ``refresh_id`` and holds it still."""
+        return bool(refresh_id) and refresh_id == self._plan_held
+
+    def with_plan(
+        self, act: Callable[[HeldPlan, Order], Outcome], refresh_id: str, order: Order
+    ) -> Outcome:
+        """``act(plan, order)`` in the worker, on the plan of ``refresh_id`` it holds; blocks, so
+        call it from a thread. ``act`` and ``order`` cross to the worker by pickle: a function
+        of a module, and plain values. Raises ``PlanNotHeld`` when the worker does not hold that
+        plan and ``WorkerDied`` when it died meanwhile."""
+        try:
+            return self._executor().submit(_with_held_plan, act, refresh_id, order).result()
+        except BrokenProcessPool:
+            log.warning("the refresh plan worker died while it held %s", refresh_id)
+            self.close()
+            raise WorkerDied(refresh_id) from None
 
     def plan(
         self,
@@ -149,6 +211,7 @@ class PlanWorker:
         request = PlanRequest(
             running.revision, running_text, candidate_text, mode, base_revision, candidate_revision
         )
+        self._plan_held = ""
         try:
             result_pickled, patch_pieces = self._executor().submit(plan_in_worker, request).result()
         except RunningUnknown:
@@ -165,6 +228,7 @@ class PlanWorker:
         self._holds = frozenset(
             revision for revision in (running.revision, result.candidate_revision) if revision
         )
+        self._plan_held = result.refresh_id
         return Plan(result, None if patch is None else apply_patch(patch, running))
 
     def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -181,6 +245,7 @@ class PlanWorker:
         with self._lock:
             pool, self._pool = self._pool, None
             self._holds = frozenset()
+            self._plan_held = ""
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 

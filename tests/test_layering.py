@@ -27,6 +27,7 @@ CORE_MODULES = (
     "edge.usage_tables",
     "edge.tokens",
     "edge.memory",
+    "edge.pacing",
     "edge.json_pieces",
     "edge.mirror_delta",
     "nodes.sessions",

@@ -26,6 +26,7 @@ from typing import Any
 
 from edge.config.schema import EdgeConfig, Model, Node
 from edge.config.sharing import KEYED_SECTIONS
+from edge.pacing import pace
 
 # Entries (nodes, models, canonical entries) per pickled piece of a patch. Unpickling plain dicts
 # and lists never gives up the interpreter: the canonical entries of 3,000 changed nodes in one
@@ -161,6 +162,7 @@ def loads_in_pieces(pieces: Sequence[bytes]) -> ConfigPatch:
     models: dict[str, Model] = {}
     entries: dict[str, dict[str, Any]] = {key: {} for key in skeleton.canonical_entries}
     for piece in pieces[1:]:
+        pace()
         name, section, items = pickle.loads(piece)
         if name == "nodes":
             nodes.update(items)

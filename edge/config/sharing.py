@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from edge.config.schema import EdgeConfig, Model
+from edge.pacing import pace
 
 _Piece = TypeVar("_Piece")
 
@@ -36,6 +37,7 @@ def sharing_unchanged(candidate: EdgeConfig, running: EdgeConfig) -> EdgeConfig:
 
 
 def _shared(old: _Piece | None, new: _Piece) -> _Piece:
+    pace()
     # Identity first: a candidate rebuilt from a patch already holds the running objects.
     return old if old is not None and (old is new or old == new) else new
 

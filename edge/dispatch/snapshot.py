@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
 
 from edge.dispatch.passive import PassiveHealthPolicy
+from edge.pacing import pace
 
 if TYPE_CHECKING:
     from edge.config.schema import EdgeConfig, Provider
@@ -115,6 +116,7 @@ def snapshot_from_config(
         kept = {spec.id: spec for spec in previous.providers}
     providers: list[ProviderSpec] = []
     for node in config.nodes:
+        pace()
         if kept and previous_config is not None and previous_config.node(node.id) is node:
             providers += [kept[provider.id] for provider in node.providers]
         else:
@@ -152,5 +154,6 @@ _Spec = TypeVar("_Spec", ProviderSpec, ModelSpec)
 
 
 def _shared(previous: Mapping[str, _Spec], spec: _Spec) -> _Spec:
+    pace()
     old = previous.get(spec.id)
     return old if old is spec or old == spec else spec

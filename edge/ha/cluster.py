@@ -27,9 +27,10 @@ from django.db import connection, transaction
 from edge.config import EdgeConfig, load_config_text
 from edge.governance.limits import Limiter
 from edge.governance.usage_load import load_budget_usage
+from edge.ha.commit_guard import LeaderCommitGuard
 from edge.ha.elector import Elector
 from edge.ha.pg_lock import PgLeaderLock
-from edge.ha.role import EDGE_STANDBY, NotLeading, lock_key
+from edge.ha.role import EDGE_STANDBY, lock_key
 from edge.models import ConfigRevision
 from edge.runtime import EdgeRuntime
 from nodes import wire
@@ -111,21 +112,10 @@ def config_key(edge_id: str) -> int:
     return lock_key(f"{edge_id} config")
 
 
-def leader_commit_guard(lock: PgLeaderLock, edge_id: str) -> None:
-    """In an apply's transaction: wait for any takeover's read, then refuse unless this Edge's
-    session still holds the leader lock. Once past this, a takeover reads after the commit."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [config_key(edge_id)])
-        cursor.execute(
-            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
-            "AND pid = %s AND ((classid::bigint << 32) | objid::bigint) = %s",
-            [lock.backend_pid, lock.key],
-        )
-        if lock.held_term is None or cursor.fetchone() is None:
-            raise NotLeading(
-                "this Edge stopped leading before the apply committed; nothing was applied: "
-                "refresh on the leading Edge"
-            )
+def leader_commit_guard(lock: PgLeaderLock, edge_id: str) -> LeaderCommitGuard:
+    """This Edge's leadership as it stands now, to check in an apply's transaction."""
+    holder = lock.backend_pid if lock.held_term is not None else None
+    return LeaderCommitGuard(config_key(edge_id), lock.key, holder)
 
 
 async def take_over(runtime: EdgeRuntime) -> None:
@@ -145,7 +135,7 @@ async def take_over(runtime: EdgeRuntime) -> None:
 def cluster_config(runtime: EdgeRuntime) -> EdgeConfig:
     """The active revision's config; on the cluster's first start, the local file's, imported.
     The local file gets the cluster's YAML, so that a refresh that re-reads it starts there."""
-    from refresh.actions import write_atomically
+    from refresh.persist import write_atomically
     from refresh.start import import_at_start
 
     path = runtime.config_path

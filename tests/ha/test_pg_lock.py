@@ -4,6 +4,7 @@ holder may commit an apply."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 
 import psycopg
@@ -89,12 +90,18 @@ def test_only_the_lock_holder_may_commit_an_apply(locks: list[PgLeaderLock]) -> 
     leader = make_lock(locks, "edge-guard-test", "leader")
     wait_until(lambda: leader.held_term == 1, what="the lock")
     standby = make_lock(locks, "edge-guard-test", "standby")
+    taken_while_leading = leader_commit_guard(leader, "edge-guard-test")
     with transaction.atomic():
-        leader_commit_guard(leader, "edge-guard-test")  # holds: the commit may go on
+        taken_while_leading()  # holds: the commit may go on
+    with transaction.atomic():
+        pickle.loads(pickle.dumps(taken_while_leading))()  # as another process checks it
 
     terminate("test lock leader")
     wait_until(lambda: standby.held_term == 1, timeout=10, what="the other to take over")
     with pytest.raises(NotLeading, match="stopped leading"), transaction.atomic():
-        leader_commit_guard(leader, "edge-guard-test")
+        leader_commit_guard(leader, "edge-guard-test")()
+    # Taken before the lock was lost, it still asks the database.
+    with pytest.raises(NotLeading, match="stopped leading"), transaction.atomic():
+        taken_while_leading()
     with transaction.atomic():
-        leader_commit_guard(standby, "edge-guard-test")
+        leader_commit_guard(standby, "edge-guard-test")()

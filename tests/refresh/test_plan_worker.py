@@ -1,5 +1,6 @@
 """Planning in a worker process (refresh.plan_worker): the same plan as in this one, the
-candidate rebuilt from the running config's objects, and a worker that dies is replaced."""
+candidate rebuilt from the running config's objects, the plan held there for what is done with
+it next, and a worker that dies is replaced."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from bench.fleet_config import fleet_yaml, one_change
 from edge.config import load_config_text
 from refresh.plan import Plan, plan_refresh
-from refresh.plan_worker import PlanWorker
+from refresh.plan_worker import HeldPlan, PlanNotHeld, PlanWorker, WorkerDied
 
 RUNNING_TEXT = fleet_yaml(12)
 RUNNING = load_config_text(RUNNING_TEXT)
@@ -117,3 +118,47 @@ def test_a_worker_that_dies_is_replaced(worker: PlanWorker) -> None:
     assert not worker.holds(RUNNING.revision)
     assert worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run").result.status == "ok"
     assert worker._executor() is not executor and worker.holds(RUNNING.revision)
+
+
+def what_the_worker_holds(held: HeldPlan, order: str) -> tuple[str, str, str | None, int, str]:
+    """Run in the worker by ``with_plan``."""
+    candidate_nodes = 0 if held.candidate is None else len(held.candidate.nodes)
+    return order, held.result.status, held.running.revision, candidate_nodes, held.candidate_text
+
+
+def dies(held: HeldPlan, order: str) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_the_worker_holds_its_last_plan_for_what_follows(worker: PlanWorker) -> None:
+    dry_run = worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run")
+    refresh_id = dry_run.result.refresh_id
+
+    assert worker.holds_plan(refresh_id) and not worker.holds_plan("rf-other")
+    assert worker.with_plan(what_the_worker_holds, refresh_id, "an order") == (
+        "an order",
+        "ok",
+        RUNNING.revision,
+        12,
+        CANDIDATE_TEXT,
+    )
+    apply = worker.plan(RUNNING, None, CANDIDATE_TEXT, mode="apply")
+    # The next plan replaces it, there and here.
+    assert not worker.holds_plan(refresh_id) and worker.holds_plan(apply.result.refresh_id)
+    with pytest.raises(PlanNotHeld):
+        worker.with_plan(what_the_worker_holds, refresh_id, "too late")
+
+
+def test_a_plan_made_in_this_process_is_not_held_there(worker: PlanWorker) -> None:
+    plan = worker.plan(RUNNING, None, CANDIDATE_TEXT, mode="apply")  # planned here
+
+    assert not worker.holds_plan(plan.result.refresh_id)
+
+
+def test_a_worker_that_dies_holding_a_plan_says_so(worker: PlanWorker) -> None:
+    plan = worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="apply")
+
+    with pytest.raises(WorkerDied):
+        worker.with_plan(dies, plan.result.refresh_id, "")
+    assert not worker.holds_plan(plan.result.refresh_id) and not worker.holds(RUNNING.revision)
+    assert worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run").result.status == "ok"

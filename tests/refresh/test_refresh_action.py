@@ -181,7 +181,7 @@ async def test_it_refuses_an_apply_whose_config_file_cannot_be_written(runtime, 
     def disk_full(path, text):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("refresh.actions._replace", disk_full)
+    monkeypatch.setattr("refresh.persist._replace", disk_full)
     result = await refresh(runtime, config=with_capacity(make_config(), 8))
 
     assert result.status == "invalid"
