@@ -58,9 +58,9 @@ def collection_paused() -> Iterator[None]:
 RELEASED_PER_TURN = 250
 
 
-def release_in_slices(parts: list[Any]) -> None:
+def release_in_slices(parts: list[Any], then: Callable[[], object] | None = None) -> None:
     """Let go of ``parts`` RELEASED_PER_TURN at a time, one slice per turn of the running event
-    loop; at once without one.
+    loop, then call ``then`` in a turn of its own; all at once without a loop.
 
     Hand it the parts of a structure just dropped (a replaced config's nodes, say): the structure
     itself is then freed as a shell, and each part, unless something else still holds it, with
@@ -70,14 +70,30 @@ def release_in_slices(parts: list[Any]) -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         parts.clear()
+        if then is not None:
+            then()
         return
 
     def release() -> None:
         del parts[-RELEASED_PER_TURN:]
         if parts:
             loop.call_soon(release)
+        elif then is not None:
+            loop.call_soon(then)
 
     loop.call_soon(release)
+
+
+def settle_after_swap() -> None:
+    """After a swap's replaced config is let go of: collect and freeze (``freeze_long_lived``),
+    then give the freed heap back in a thread (``malloc_trim`` runs without the interpreter).
+
+    In a turn of its own, not the swap's: the collection alone took 10-30 ms at 3,000 Nodes.
+    Without the trim, the heap a fleet-wide config left behind stayed resident, and the Edge's
+    memory grew by about 12 % over ten applies at 3,000 Nodes.
+    """
+    freeze_long_lived()
+    asyncio.get_running_loop().run_in_executor(None, return_free_memory)
 
 
 def freeze_long_lived() -> None:

@@ -30,9 +30,9 @@ from edge.governance.limits import Limiter
 from edge.ha.role import Leadership
 from edge.memory import (
     FreezeAfterSignIns,
-    freeze_long_lived,
     release_in_slices,
     return_free_memory,
+    settle_after_swap,
 )
 from edge.tokens import sha256_hex
 from edge.usage import Usage, UsageRecorder
@@ -166,10 +166,9 @@ class EdgeRuntime:
         self.models = prepared.models
         self.config = prepared.config
         self._in_force = (prepared.config, prepared.snapshot)
-        if self.owns_process:
-            # The new config lives until the next swap: no full collection need scan it.
-            freeze_long_lived()
-        release_in_slices(replaced)
+        # Once the old config is gone, the new one (alive until the next swap) is frozen out of
+        # the collector's sight, and the heap the old one held goes back to the system.
+        release_in_slices(replaced, then=settle_after_swap if self.owns_process else None)
 
     def principal_for(self, bearer_token: str) -> PrincipalToken | None:
         return self.principals.get(sha256_hex(bearer_token))

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from edge.config import EdgeConfig
+from edge.json_key_set import JSONKeySet
 from edge.mirror import import_config
 from edge.models import ConfigRevision
 from refresh.models import RefreshRecord
@@ -96,5 +97,6 @@ def save_record(result: RefreshResult, config_yaml: str, order: RecordOrder) -> 
 
 def save_pushes(result: RefreshResult) -> None:
     """The Nodes' answers, known only after the swap: the one later write to an applied
-    record."""
-    RefreshRecord.objects.filter(refresh_id=result.refresh_id).update(result=result.to_dict())
+    record, of its ``node_pushes`` alone (the rest is megabytes for a fleet-wide change)."""
+    pushes = JSONKeySet("result", "node_pushes", result.node_pushes)
+    RefreshRecord.objects.filter(refresh_id=result.refresh_id).update(result=pushes)

@@ -20,6 +20,7 @@ refresh record, the config file: megabytes for a fleet) is written there too (``
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import hashlib
 import logging
 import multiprocessing
@@ -203,26 +204,56 @@ class PlanWorker:
         base_revision: str | None = None,
         candidate_revision: str | None = None,
     ) -> Plan:
-        """``plan_refresh`` of the candidate against ``running``, made in the worker; blocks, so
-        call it from a thread. The plan carries its candidate only for an apply that can go
-        ahead. ``running_text`` (the YAML ``running`` was loaded from) is needed when the
-        worker does not hold the running config (``holds``); without it, or when the worker
-        died, the plan is made in this process."""
+        """``plan_refresh`` of the candidate against ``running``, made in the worker: ``ask``,
+        then read the answer."""
+        read = self.ask(
+            running,
+            running_text,
+            candidate_text,
+            mode=mode,
+            base_revision=base_revision,
+            candidate_revision=candidate_revision,
+        )
+        return read()
+
+    def ask(
+        self,
+        running: EdgeConfig,
+        running_text: str | None,
+        candidate_text: str | bytes,
+        *,
+        mode: Mode,
+        base_revision: str | None = None,
+        candidate_revision: str | None = None,
+    ) -> Callable[[], Plan]:
+        """Have the worker plan the candidate against ``running``; blocks until it answers, so
+        call it from a thread. Returns how to read the plan: reading builds the candidate (a
+        fleet's nodes), so the caller pauses the collector for it, and only for it.
+
+        The plan carries its candidate only for an apply that can go ahead. ``running_text``
+        (the YAML ``running`` was loaded from) is needed when the worker does not hold the
+        running config (``holds``); without it, or when the worker died, reading the answer
+        makes the plan in this process."""
         request = PlanRequest(
             running.revision, running_text, candidate_text, mode, base_revision, candidate_revision
         )
         self._plan_held = ""
         try:
-            result_pickled, patch_pieces = self._executor().submit(plan_in_worker, request).result()
+            answer = self._executor().submit(plan_in_worker, request).result()
         except RunningUnknown:
             log.info("the plan worker lacks the running config; planning in this process")
-            return _plan_here(running, request)
+            return functools.partial(_plan_here, running, request)
         except BrokenProcessPool:
             # Killed from outside (or out of memory): this plan is made here, the next one gets
             # a new worker.
             log.warning("the refresh plan worker died; planning in this process this time")
             self.close()
-            return _plan_here(running, request)
+            return functools.partial(_plan_here, running, request)
+        return functools.partial(self._read, running, *answer)
+
+    def _read(
+        self, running: EdgeConfig, result_pickled: bytes, patch_pieces: list[bytes] | None
+    ) -> Plan:
         result = pickle.loads(result_pickled)
         patch = None if patch_pieces is None else loads_in_pieces(patch_pieces)
         self._holds = frozenset(

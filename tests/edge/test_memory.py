@@ -18,6 +18,7 @@ from edge.memory import (
     freeze_long_lived,
     freeze_without_collecting,
     release_in_slices,
+    settle_after_swap,
     watch_collections,
 )
 
@@ -176,3 +177,55 @@ def test_without_a_running_loop_parts_are_let_go_at_once() -> None:
     release_in_slices([Part(freed, index) for index in range(3)])
 
     assert sorted(freed) == [0, 1, 2]
+
+
+def test_after_the_last_slice_then_runs_in_a_turn_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("edge.memory.RELEASED_PER_TURN", 2)
+    freed: list[int] = []
+    seen: list[int] = []
+
+    async def release() -> list[int]:
+        release_in_slices(
+            [Part(freed, index) for index in range(3)], then=lambda: seen.append(len(freed))
+        )
+        for _ in range(4):
+            await asyncio.sleep(0)
+        return seen
+
+    assert asyncio.run(release()) == [3]
+
+
+def test_without_a_running_loop_then_runs_after_every_part_is_let_go() -> None:
+    freed: list[int] = []
+    seen: list[int] = []
+
+    release_in_slices(
+        [Part(freed, index) for index in range(3)], then=lambda: seen.append(len(freed))
+    )
+
+    assert seen == [3]
+
+
+def test_settling_after_a_swap_collects_freezes_and_trims(
+    unfrozen: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trims: list[str] = []
+    monkeypatch.setattr("edge.memory.return_free_memory", lambda: trims.append("trim") or True)
+
+    async def settle() -> weakref.ref[_Cycle]:
+        gc.disable()  # no collection of its own may free it first
+        try:
+            garbage = cyclic_garbage()
+            settle_after_swap()
+        finally:
+            gc.enable()
+        await asyncio.sleep(0.05)  # the trim runs in the loop's default executor
+        return garbage
+
+    garbage = asyncio.run(settle())
+
+    assert garbage() is None
+    assert gc.get_freeze_count() > 0
+    assert trims == ["trim"]

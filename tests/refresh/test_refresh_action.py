@@ -285,3 +285,50 @@ async def test_it_records_an_unreadable_config_file_as_invalid(runtime, content)
     assert runtime.config is config
     [record] = await records()
     assert (record.status, record.candidate_yaml) == ("invalid", "")
+
+
+@pytest.mark.parametrize("connected_before", [True, False])
+async def test_a_node_that_connects_between_staging_and_swap_gets_its_push(
+    runtime, monkeypatch, connected_before
+):
+    # Pushes are built turns of the loop before the swap; a Node whose hello came in meanwhile
+    # got the old config, so its push is held on the session it has at the swap.
+    old_link, new_link = FakeNodeLink(), FakeNodeLink()
+    if connected_before:
+        connect_node(runtime, old_link)
+    stage = actions._stage_pushes
+
+    async def connecting_meanwhile(*args):
+        staged = await stage(*args)
+        connect_node(runtime, new_link)
+        return staged
+
+    monkeypatch.setattr(actions, "_stage_pushes", connecting_meanwhile)
+
+    result = await refresh(runtime, config=with_capacity(make_config(), 8))
+
+    assert result.node_pushes == [{"node": "node-a", "status": "acked", "error": None}]
+    [push] = new_link.refreshes()
+    assert push["revision"] == result.candidate_revision
+    assert old_link.refreshes() == []
+
+
+async def test_pushes_are_staged_a_slice_per_loop_turn(runtime, monkeypatch):
+    monkeypatch.setattr(actions, "STAGED_PER_TURN", 1)
+    connect_node(runtime, FakeNodeLink())
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    counter = asyncio.create_task(count_turns())
+    await asyncio.sleep(0)  # the counter waits for its next turn
+    staged = await actions._stage_pushes(runtime, runtime.config, ["node-a", "node-x"], "rf-1")
+    counter.cancel()
+
+    assert turns == 2
+    assert [s.node_id for s in staged.staged] == ["node-a"]  # node-x has no config
+    assert staged.pushes["node-x"]["status"] == "not_connected"
