@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
-from aiohttp.http_exceptions import LineTooLong
 
 from nodes import wire
 from nodes.agent.adapters.base import AdapterError
@@ -30,36 +29,96 @@ async def read_rest(response: aiohttp.ClientResponse) -> None:
             pass
 
 
-async def event_lines(response: aiohttp.ClientResponse) -> AsyncGenerator[str, None]:
-    async with contextlib.aclosing(body_lines(response.content)) as lines:
-        async for line in lines:
-            yield line.decode("utf-8", errors="replace").rstrip("\r\n")
+class EventSplitter:
+    """Server-sent events out of a body's bytes as they arrive: the ``data`` of each complete
+    event (multi-line data joined with newlines; other fields and comments ignored).
+
+    Lines end at LF (a CR before it is dropped); the bytes of a line not ended yet wait for the
+    next chunk. One call per chunk, however many events it holds: a token's event used to pass
+    through four generators line by line, a large part of the Node's CPU per streamed token.
+    """
+
+    def __init__(self) -> None:
+        self._unended: list[bytes] = []  # the start of a line whose end has not arrived
+        self._unended_bytes = 0
+        self._data: list[str] = []  # the data lines of the event under way
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The events that ``chunk`` completes. Raises AdapterError (``output_too_large``) at a
+        line over MAX_EVENT_LINE_BYTES."""
+        if b"\n" not in chunk:
+            self._unended.append(chunk)
+            self._unended_bytes += len(chunk)
+            self._check(self._unended_bytes)
+            return []
+        if self._unended:
+            chunk = b"".join((*self._unended, chunk))
+            self._unended.clear()
+        lines = chunk.split(b"\n")
+        rest = lines.pop()
+        if rest:
+            self._unended.append(rest)
+        self._unended_bytes = len(rest)
+        self._check(self._unended_bytes)
+        return self._events(lines)
+
+    def end(self) -> list[str]:
+        """The body ended: the events its last line (ended or not) completes."""
+        lines = [b"".join(self._unended)] if self._unended else []
+        self._unended.clear()
+        events = self._events(lines)
+        if self._data:
+            events.append("\n".join(self._data))
+            self._data = []
+        return events
+
+    def _events(self, lines: list[bytes]) -> list[str]:
+        events = []
+        data = self._data
+        for raw in lines:
+            self._check(len(raw))
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if not line:
+                if data:
+                    events.append("\n".join(data))
+                    data = self._data = []
+            elif line.startswith("data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(" ") else value)
+        return events
+
+    @staticmethod
+    def _check(line_bytes: int) -> None:
+        if line_bytes > MAX_EVENT_LINE_BYTES:
+            raise AdapterError(
+                wire.ERROR_OUTPUT_TOO_LARGE,
+                f"upstream sent an event line over {MAX_EVENT_LINE_BYTES} bytes",
+            )
 
 
-async def body_lines(content: aiohttp.StreamReader) -> AsyncGenerator[bytes, None]:
-    """The body's lines, taken off the connection as they arrive, then its end or its cut.
+async def body_events(content: aiohttp.StreamReader) -> AsyncGenerator[str, None]:
+    """The ``data`` of each event of a body, taken off the connection as it arrives, then its
+    end or its cut.
 
-    aiohttp raises a cut body at the next read even when lines that came before the cut are still
-    buffered; a relay held up by the websocket would lose them (llama.cpp cuts every stream right
-    after `[DONE]`). A task of its own reads them the moment they arrive. It holds at most what
-    the websocket is behind by; the Edge bounds a run's output and cancels it past that.
+    aiohttp raises a cut body at the next read even when data that came before the cut is still
+    buffered; a relay held up by the websocket would lose it (llama.cpp cuts every stream right
+    after `[DONE]`). A task of its own reads what arrives the moment it does, and splits it into
+    events (``EventSplitter``). It holds at most what the websocket is behind by; the Edge bounds
+    a run's output and cancels it past that.
 
     A line may be as long as one event the wire carries: a Responses stream's closing events hold
-    the whole answer, far past aiohttp's default line limit (128 KiB).
+    the whole answer.
     """
-    received: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+    received: asyncio.Queue[list[str] | BaseException | None] = asyncio.Queue()
+    splitter = EventSplitter()
 
     async def pull() -> None:
         try:
-            while line := await content.readline(max_line_length=MAX_EVENT_LINE_BYTES):
-                received.put_nowait(line)
-        except LineTooLong:
-            received.put_nowait(
-                AdapterError(
-                    wire.ERROR_OUTPUT_TOO_LARGE,
-                    f"upstream sent an event line over {MAX_EVENT_LINE_BYTES} bytes",
-                )
-            )
+            while chunk := await content.readany():
+                if events := splitter.feed(chunk):
+                    received.put_nowait(events)
+            if events := splitter.end():
+                received.put_nowait(events)
         except Exception as exc:
             received.put_nowait(exc)
         else:
@@ -70,27 +129,13 @@ async def body_lines(content: aiohttp.StreamReader) -> AsyncGenerator[bytes, Non
         while (item := await received.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            for payload in item:
+                yield payload
     finally:
         puller.cancel()
         # Gone before anyone else reads the body (the rest of a finished stream is read to reuse
         # the connection); a cancel of our own still reaches us here.
         await asyncio.wait([puller])
-
-
-async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
-    """The ``data`` of each server-sent event (multi-line data joined; other fields ignored)."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-    if data:
-        yield "\n".join(data)
 
 
 def upstream_object(text: str | bytes, what: str) -> dict[str, Any]:
@@ -111,11 +156,6 @@ def parse_event(payload: str) -> dict[str, Any]:
     return upstream_object(payload, "an event")
 
 
-async def event_payloads(response: aiohttp.ClientResponse) -> AsyncGenerator[str, None]:
-    """The ``data`` of each event of ``response``'s body, as it arrives."""
-    async with (
-        contextlib.aclosing(event_lines(response)) as lines,
-        contextlib.aclosing(sse_data(lines)) as payloads,
-    ):
-        async for payload in payloads:
-            yield payload
+def event_payloads(response: aiohttp.ClientResponse) -> AsyncGenerator[str, None]:
+    """The ``data`` of each event of ``response``'s body, as it arrives (``body_events``)."""
+    return body_events(response.content)

@@ -14,7 +14,7 @@ import pytest
 from nodes.agent.adapters import AdapterError, Delta, Done, Response
 from nodes.agent.adapters import sse as sse_module
 from nodes.agent.adapters.openai_http import OpenAIHTTPAdapter
-from nodes.agent.adapters.sse import body_lines
+from nodes.agent.adapters.sse import body_events
 from nodes.wire import AdapterSpec
 
 Reply = Callable[["FakeUpstream", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -552,10 +552,10 @@ async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewh
     content = aiohttp.StreamReader(
         mock.Mock(_reading_paused=False), 2**16, loop=asyncio.get_running_loop()
     )
-    lines = body_lines(content)
-    first = asyncio.ensure_future(anext(lines))
+    payloads = body_events(content)
+    first = asyncio.ensure_future(anext(payloads))
     content.feed_data(b"data: all\n\n")
-    assert await first == b"data: all\n"
+    assert await first == "all"
     # The reader is busy: more arrives, then the cut, before it asks again.
     content.feed_data(b"data: [DONE]\n\n")
     await asyncio.sleep(0)  # one loop turn: the connection's data is handled before its close
@@ -563,9 +563,9 @@ async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewh
 
     rest = []
     with pytest.raises(aiohttp.ClientPayloadError):
-        async for line in lines:
-            rest.append(line)
-    assert rest == [b"\n", b"data: [DONE]\n", b"\n"]
+        async for payload in payloads:
+            rest.append(payload)
+    assert rest == ["[DONE]"]
 
 
 async def test_a_chunk_longer_than_aiohttps_default_line_limit_is_relayed(
