@@ -228,6 +228,15 @@ def test_it_refuses_a_body_that_is_not_json(operator, installed_runtime, content
     assert_nothing_applied(installed_runtime, revision)
 
 
+def test_the_body_is_parsed_from_the_stream_without_a_copy_kept(operator):
+    response = post(operator, {"mode": "dry_run", "config_yaml": yaml_of(make_config())})
+
+    assert response.status_code == 200
+    # A copy of the body kept on the request outlives it once a refresh froze the request's
+    # objects (edge.operator_api.base.OperatorJSONParser).
+    assert "_body" not in vars(response.wsgi_request)
+
+
 def test_it_refuses_malformed_json(operator):
     response = operator.post("/refresh", "mode=apply", content_type="application/json")
 
