@@ -4,7 +4,8 @@ The standard library's C encoder runs a whole `dumps` without letting another th
 fleet's refresh result (tens of thousands of changes, megabytes) that stopped the event loop for
 hundreds of milliseconds while a thread wrote it. Taken apart a few levels down and encoded item
 by item, the same text comes out of many short calls, and the interpreter switches threads
-between them.
+between them. Within ``edge.pacing.paced`` the pieces are paced too: between short calls, a
+busy thread still makes the event loop wait for the interpreter at each of its socket calls.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from edge.pacing import pace
 
 
 def json_pieces(
@@ -29,12 +32,14 @@ def json_pieces(
             yield encode(data)  # the encoder's own rules for other keys
             return
         for index, key in enumerate(keys):
+            pace()
             yield ("{" if index == 0 else encoder.item_separator) + encode(key)
             yield encoder.key_separator
             yield from json_pieces(data[key], encoder, depth - 1, encode)
         yield "}"
     else:
         for index, item in enumerate(data):
+            pace()
             yield "[" if index == 0 else encoder.item_separator
             yield from json_pieces(item, encoder, depth - 1, encode)
         yield "]"

@@ -26,7 +26,11 @@ _pacing = threading.local()
 
 @contextmanager
 def paced() -> Iterator[None]:
-    """Pace the work of this thread within the block (``pace``)."""
+    """Pace the work of this thread within the block (``pace``); within a paced block, the
+    outer one goes on."""
+    if getattr(_pacing, "next_pause", None) is not None:
+        yield
+        return
     _pacing.next_pause = time.perf_counter() + SLICE_S
     try:
         yield

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from edge.config.canonical import canonical_json
 from edge.config.resilience import default_sections
 from edge.config.schema import OPENAI_SERVERS
+from edge.pacing import pace
 
 Op = Literal["added", "removed", "changed"]
 Apply = Literal["live", "restart"]
@@ -111,8 +112,12 @@ class Classification:
     reconfigured_nodes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        changes = []
+        for change in self.changes:
+            pace()  # a fleet's tens of thousands, built in a thread beside the event loop
+            changes.append(change.to_dict())
         return {
-            "changes": [change.to_dict() for change in self.changes],
+            "changes": changes,
             "changed_nodes": list(self.changed_nodes),
             "changed_providers": list(self.changed_providers),
             "changed_models": list(self.changed_models),

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from edge.ha.role import EDGE_STANDBY, STANDBY_REFRESH_REFUSAL, STANDBY_RETRY_AFTER_S
 from edge.operator_api.base import OperatorAPIView
+from edge.pacing import paced
 from edge.runtime import get_runtime
 from refresh.actions import run_refresh
 from refresh.actor import MAX_OS_USER_CHARS, OS_USER_HEADER, by_token, is_os_user
@@ -75,4 +76,6 @@ class RefreshView(OperatorAPIView):
             os_user=os_user,
             reason=data.get("reason", ""),
         )
-        return Response(result.to_dict(), status=STATUS_CODES[result.status])
+        with paced():  # edge.pacing: a fleet's result is built beside the event loop
+            answer = result.to_dict()
+        return Response(answer, status=STATUS_CODES[result.status])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -63,3 +64,39 @@ def test_pacing_is_per_thread(clock: Clock) -> None:
         pacing.pace()
 
     assert clock.pauses == [pacing.PAUSE_S]
+
+
+def test_a_paced_block_within_one_goes_on_with_the_outer_slice(clock: Clock) -> None:
+    with pacing.paced():
+        clock.now += pacing.SLICE_S / 2
+        with pacing.paced():
+            clock.now += pacing.SLICE_S / 2
+            pacing.pace()
+        assert clock.pauses == [pacing.PAUSE_S]
+        clock.now += 10 * pacing.SLICE_S
+        pacing.pace()  # still paced once the inner block ended
+
+    assert clock.pauses == [pacing.PAUSE_S, pacing.PAUSE_S]
+
+
+def test_a_document_encoded_in_pieces_pauses_between_them(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet's refresh result, rendered in a thread beside the event loop, lets the loop have
+    the interpreter between slices (docs/benchmarks.md, "Fleet")."""
+    from edge.operator_api.json_renderer import OperatorJSONRenderer
+
+    def ticking() -> float:  # each look at the clock finds a tenth of a slice gone
+        clock.now += pacing.SLICE_S / 10
+        return clock.now
+
+    monkeypatch.setattr(pacing.time, "perf_counter", ticking)
+    document = {"changes": [{"path": f"nodes[n{i}]", "op": "changed"} for i in range(100)]}
+
+    rendered = OperatorJSONRenderer().render(document)
+
+    assert json.loads(rendered) == document
+    assert len(clock.pauses) >= 5
+    clock.pauses.clear()
+    pacing.pace()  # the renderer's pacing ended with it
+    assert clock.pauses == []
