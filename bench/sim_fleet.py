@@ -56,6 +56,7 @@ from nodes.agent.session import (
     heartbeat,
     serve_run,
 )
+from nodes.wire.pacing import keepalive_ping_interval
 
 SIM_VERSION = f"{AGENT_VERSION}+sim"
 OPEN_TIMEOUT_S = 10.0  # the agent's (AgentSettings.open_timeout_s)
@@ -189,6 +190,7 @@ class SimulatedNode:
                 # As the agent: above the frame limit, and no deflate for small JSON frames.
                 max_size=wire.MAX_SOCKET_MESSAGE_BYTES,
                 compression=None,
+                ping_interval=keepalive_ping_interval(),
             )
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             self.connect_errors.append(f"{type(exc).__name__}: {exc}")

@@ -20,6 +20,7 @@ from nodes.agent.edges import EdgeRotation, standby_retry_delay
 from nodes.agent.env_access import EnvAccess
 from nodes.agent.registry import AdapterFactory
 from nodes.agent.session import EdgeSession, SessionOutcome
+from nodes.wire.pacing import keepalive_ping_interval
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,7 @@ class NodeAgent:
                 max_size=wire.MAX_SOCKET_MESSAGE_BYTES,
                 # Frames are small JSON on a latency path; deflate costs more than it saves.
                 compression=None,
+                ping_interval=keepalive_ping_interval(),
             ) as websocket:
                 logger.info("connected to %s", url)
                 session = EdgeSession(

@@ -10,7 +10,9 @@ import pytest
 from websockets.asyncio.server import serve
 
 from nodes import wire
+from nodes.agent import agent as agent_module
 from nodes.agent.agent import AgentSettings, Backoff, NodeAgent
+from nodes.wire import pacing
 
 
 class RecordingBackoff(Backoff):
@@ -135,6 +137,31 @@ async def test_it_reconnects_and_says_hello_again_after_a_drop(
         await second.handshake(fakes.make_node())
         await second.send(fakes.run_request("r1"))
         await second.expect("run.event", run_id="r1", event="done")
+
+
+async def test_its_websocket_keepalive_pings_on_an_interval_of_its_own(
+    edge: Any, start_agent: Any, fakes: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nodes that connect together must not ping together (nodes.wire.pacing): each
+    connection's keepalive interval is drawn when it opens."""
+    monkeypatch.setattr(pacing.random, "uniform", lambda low, high: high)  # the longest draw
+    intervals: list[float] = []
+    real_connect = agent_module.connect
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        intervals.append(kwargs["ping_interval"])
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(agent_module, "connect", connect)
+    async with start_agent():
+        first = await edge.next_connection()
+        await first.handshake(fakes.make_node())
+        first.websocket.transport.abort()
+        second = await edge.next_connection()
+        await second.handshake(fakes.make_node())
+
+    longest = pacing.KEEPALIVE_PING_S * (1 + pacing.KEEPALIVE_PING_SPREAD)
+    assert intervals == [longest, longest]
 
 
 async def test_stop_drains_running_runs_then_closes(

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from nodes.wire import pacing
 from nodes.wire.pacing import beats, next_due
 
 
@@ -41,3 +42,12 @@ def test_beats_yield_once_per_interval() -> None:
         return seen
 
     assert asyncio.run(count()) == 3
+
+
+def test_each_connection_draws_its_own_keepalive_ping_interval() -> None:
+    intervals = {pacing.keepalive_ping_interval() for _ in range(200)}
+
+    low = pacing.KEEPALIVE_PING_S * (1 - pacing.KEEPALIVE_PING_SPREAD)
+    high = pacing.KEEPALIVE_PING_S * (1 + pacing.KEEPALIVE_PING_SPREAD)
+    assert all(low <= interval <= high for interval in intervals)
+    assert len(intervals) > 100  # drawn, not one shared value
