@@ -141,6 +141,7 @@ class FakeUpstream:
                         "path": path,
                         "headers": headers,
                         "json": json.loads(body) if body else None,
+                        "body": body,
                     }
                 )
                 if path.endswith(self.probe_path):
@@ -305,6 +306,22 @@ async def test_it_sends_a_non_streaming_request_as_one_and_answers_with_the_whol
     assert events == [Response(completion), Done(USAGE, "length")]
     sent = upstream.requests[0]["json"]
     assert sent["stream"] is False and "stream_options" not in sent
+
+
+@pytest.mark.parametrize("content", ["héllo wörld", "héllo \ud800 wörld"])
+async def test_the_request_goes_upstream_as_json_in_valid_utf8(
+    upstream: FakeUpstream, content: str
+) -> None:
+    request = {**REQUEST, "messages": [{"role": "user", "content": content}]}
+
+    await collect(make_adapter(upstream.base_url), request)
+
+    sent = upstream.requests[0]
+    assert sent["headers"]["content-type"] == "application/json"
+    assert sent["json"]["messages"] == [{"role": "user", "content": content}]
+    sent["body"].decode()  # a lone surrogate travels escaped, as \ud800
+    if "\ud800" not in content:
+        assert "héllo wörld".encode() in sent["body"]
 
 
 async def test_it_estimates_the_usage_of_a_completion_that_reports_none(
