@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from edge.config import ConfigError, ConfigIssue, load_config_file, load_config_text
-from edge.config.yaml_source import MAX_ALIASES, MAX_CONFIG_BYTES, MAX_EXPANDED_NODES
+from edge.config.yaml_source import (
+    MAX_ALIASES,
+    MAX_CONFIG_BYTES,
+    MAX_EXPANDED_NODES,
+    parse_yaml,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "configs" / "edge.yaml"
 
@@ -303,3 +309,10 @@ def test_it_names_a_directory_given_as_the_file(tmp_path: Path) -> None:
         load_config_file(tmp_path)
 
     assert f"cannot read {tmp_path}" in str(caught.value)
+
+
+def test_scalars_read_as_pyyaml_reads_them_however_often_a_value_repeats() -> None:
+    # Plain values' tags are remembered per value; quoted ones are strings.
+    values = ["yes", "'yes'", "1", '"1"', "0o17", "017", "1.5", "~", "null", "''", "2024-01-02"]
+    text = "".join(f"k{i}: [{value}, {value}]\n" for i, value in enumerate(values * 2))
+    assert parse_yaml(text) == yaml.safe_load(text)
