@@ -28,6 +28,7 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_ALIASES = 100
 # Values after alias expansion: an 8,000-node fleet has about 720,000.
 MAX_EXPANDED_NODES = 4_000_000
+MAX_DEPTH = 50
 # What PyYAML's safe constructors raise on a malformed value behind an explicit standard tag or a
 # date-like scalar (`!!bool maybe`, `!!timestamp foo`, `2024-13-01`, an int over the digit limit).
 _VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
@@ -56,6 +57,15 @@ class _StrictLoader(yaml.CSafeLoader):
         self.alias_count = 0
         self._built: dict[yaml.Node, Any] = {}
         self._plain_tags: dict[str, str] = {}
+        # What the expansion check needs, kept while building: without aliases nothing is
+        # shared, so the document's values are the nodes built but its keys (``values``).
+        self._keys = 0
+        self._depth = 0
+        self.deepest = 0
+
+    @property
+    def values(self) -> int:
+        return len(self._built) - self._keys
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
         """The tag of a scalar, as PyYAML resolves it, remembered per plain value: libyaml calls
@@ -93,14 +103,24 @@ class _StrictLoader(yaml.CSafeLoader):
         if isinstance(node, yaml.SequenceNode):
             items: list[Any] = []
             self._built[node] = items  # before its items: a list may hold itself
+            self._enter(node)
             items.extend(self._build(child, node) for child in node.value)
+            self._depth -= 1
             return items
         return self._mapping(node)
+
+    def _enter(self, node: yaml.Node) -> None:
+        """Into a collection's items: they are one level deeper (an empty one has none)."""
+        self._depth += 1
+        if node.value:
+            self.deepest = max(self.deepest, self._depth)
 
     def _mapping(self, node: yaml.Node) -> dict[Any, Any]:
         mapping: dict[Any, Any] = {}
         self._built[node] = mapping
         lines: dict[Any, int] = {}
+        self._keys += len(node.value)
+        self._enter(node)
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
                 raise ConfigError.single(_where(key_node.start_mark), _MERGE_REFUSED)
@@ -116,6 +136,7 @@ class _StrictLoader(yaml.CSafeLoader):
                 )
             lines[key] = key_node.start_mark.line + 1
             mapping[key] = self._build(value_node, node)
+        self._depth -= 1
         return mapping
 
     def _scalar(self, node: yaml.Node) -> Any:
@@ -213,8 +234,26 @@ def parse_yaml(text: str | bytes) -> Any:
         raise ConfigError.single("", "invalid YAML value") from None
     finally:
         loader.dispose()
-    _check_expanded_size(data)
+    if loader.alias_count:
+        _check_expanded_size(data)
+    else:  # nothing shared: the counts kept while building are the walk's (60-90 ms at 1,000 nodes)
+        _check_counts(loader.values, loader.deepest)
     return data
+
+
+def _check_counts(values: int, deepest: int) -> None:
+    if values > MAX_EXPANDED_NODES:
+        raise _too_large()
+    if deepest > MAX_DEPTH:
+        raise _too_deep()
+
+
+def _too_large() -> ConfigError:
+    return ConfigError.single("", f"config expands to more than {MAX_EXPANDED_NODES} values")
+
+
+def _too_deep() -> ConfigError:
+    return ConfigError.single("", f"config is nested more than {MAX_DEPTH} levels deep")
 
 
 def _check_expanded_size(data: Any) -> None:
@@ -225,9 +264,9 @@ def _check_expanded_size(data: Any) -> None:
         item, depth = stack.pop()
         budget -= 1
         if budget < 0:
-            raise ConfigError.single("", f"config expands to more than {MAX_EXPANDED_NODES} values")
-        if depth > 50:
-            raise ConfigError.single("", "config is nested more than 50 levels deep")
+            raise _too_large()
+        if depth > MAX_DEPTH:
+            raise _too_deep()
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):

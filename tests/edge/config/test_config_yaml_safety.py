@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edge.config import ConfigError, ConfigIssue, load_config_file, load_config_text
+from edge.config import ConfigError, ConfigIssue, load_config_file, load_config_text, yaml_source
 from edge.config.yaml_source import (
     MAX_ALIASES,
     MAX_CONFIG_BYTES,
@@ -316,3 +316,47 @@ def test_scalars_read_as_pyyaml_reads_them_however_often_a_value_repeats() -> No
     values = ["yes", "'yes'", "1", '"1"', "0o17", "017", "1.5", "~", "null", "''", "2024-01-02"]
     text = "".join(f"k{i}: [{value}, {value}]\n" for i, value in enumerate(values * 2))
     assert parse_yaml(text) == yaml.safe_load(text)
+
+
+def nested(depth: int, leaf: str) -> str:
+    return "{a: " * depth + leaf + "}" * depth
+
+
+@pytest.mark.parametrize("alias", [False, True])
+@pytest.mark.parametrize(
+    ("depth", "leaf", "refused"),
+    [(50, "x", False), (50, "[]", False), (50, "[x]", True), (51, "x", True)],
+)
+def test_the_depth_limit_is_the_same_with_or_without_aliases(
+    alias: bool, depth: int, leaf: str, refused: bool
+) -> None:
+    # Without aliases the counts kept while building decide; with one, the walk over the data.
+    text = "root: " + nested(depth - 1, leaf) + ("\nx: &x 1\ny: *x\n" if alias else "\n")
+
+    assert parse_issues(text) == ([_too_deep_issue()] if refused else [])
+
+
+@pytest.mark.parametrize("alias", [False, True])
+@pytest.mark.parametrize(("values", "refused"), [(20, False), (21, True)])
+def test_the_value_limit_is_the_same_with_or_without_aliases(
+    monkeypatch: pytest.MonkeyPatch, alias: bool, values: int, refused: bool
+) -> None:
+    monkeypatch.setattr(yaml_source, "MAX_EXPANDED_NODES", 20)
+    # The root mapping, `x`, `y` and the list are four values; keys are not counted.
+    items = "0, " * (values - 4)
+    text = "x: &x 1\n" + ("y: *x\n" if alias else "y: 2\n") + f"z: [{items}]\n"
+
+    expected = [ConfigIssue("", "config expands to more than 20 values")] if refused else []
+    assert parse_issues(text) == expected
+
+
+def parse_issues(text: str) -> list[ConfigIssue]:
+    try:
+        parse_yaml(text)
+    except ConfigError as error:
+        return error.issues
+    return []
+
+
+def _too_deep_issue() -> ConfigIssue:
+    return ConfigIssue("", "config is nested more than 50 levels deep")
