@@ -333,7 +333,8 @@ def test_the_depth_limit_is_the_same_with_or_without_aliases(
     # Without aliases the counts kept while building decide; with one, the walk over the data.
     text = "root: " + nested(depth - 1, leaf) + ("\nx: &x 1\ny: *x\n" if alias else "\n")
 
-    assert parse_issues(text) == ([_too_deep_issue()] if refused else [])
+    expected = [ConfigIssue("", "config is nested more than 50 levels deep")] if refused else []
+    assert parse_issues(text) == expected
 
 
 @pytest.mark.parametrize("alias", [False, True])
@@ -356,7 +357,3 @@ def parse_issues(text: str) -> list[ConfigIssue]:
     except ConfigError as error:
         return error.issues
     return []
-
-
-def _too_deep_issue() -> ConfigIssue:
-    return ConfigIssue("", "config is nested more than 50 levels deep")
