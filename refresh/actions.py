@@ -37,6 +37,7 @@ from refresh.models import RefreshRecord
 from refresh.persist import ApplyOrder, RecordOrder, save_pushes, save_record, write_apply
 from refresh.plan import Mode, NodePush, Plan, RefreshResult, new_refresh_id, plan_refresh
 from refresh.plan_worker import PLAN_WORKER, HeldPlan, PlanNotHeld, WorkerDied
+from refresh.write_ahead import WriteAhead
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +87,22 @@ async def run_refresh(
     requester = _Requester(
         requested_by, user_id, request_id, applied_from, token_name, os_user, reason
     )
+    ahead = WriteAhead(
+        worker_writes.write_apply_held,
+        functools.partial(_apply_order, runtime, requester=requester),
+    )
     async with _RefreshTurn(runtime.refresh_lock) as turn:
         (plan, prepared), config_yaml = await _plan(
-            runtime, turn, mode, config_yaml, base_revision, candidate_revision
+            runtime,
+            turn,
+            mode,
+            config_yaml,
+            base_revision,
+            candidate_revision,
+            ahead,
         )
         if prepared is not None:
-            await _apply(runtime, plan, prepared, config_yaml, requester)
+            await _apply(runtime, plan, prepared, config_yaml, requester, ahead)
         else:
             await _record(plan.result, config_yaml, requester)
         result = plan.result
@@ -163,9 +174,11 @@ async def _plan(
     config_yaml: str | None,
     base_revision: str | None,
     candidate_revision: str | None,
+    ahead: WriteAhead,
 ) -> tuple[_Planned, str]:
     """The plan, its prepared config when it is an apply that can go ahead, and the candidate
-    text it was made from (``""`` when the file was unreadable)."""
+    text it was made from (``""`` when the file was unreadable). An apply's writes may be
+    ordered before the candidate is built (``ahead``, ``refresh.write_ahead``)."""
     if config_yaml is None:
         try:
             config_yaml = await asyncio.to_thread(_read_config_file, runtime)
@@ -195,11 +208,12 @@ async def _plan(
             mode=mode,
             base_revision=base_revision,
             candidate_revision=candidate_revision,
+            on_result=ahead,
         )
     )
     turn.hold_until(planning)
     try:
-        plan = await asyncio.wait_for(asyncio.shield(planning), timeout_s)
+        plan = await ahead.within(planning, timeout_s)
     except TimeoutError:
         timed_out = RefreshResult(
             refresh_id=new_refresh_id(),
@@ -216,6 +230,9 @@ async def _plan(
             ],
         )
         return (Plan(timed_out, None), None), config_yaml
+    except Exception:
+        await ahead.after_failed_build(running.revision)
+        raise
     return plan, config_yaml
 
 
@@ -228,10 +245,11 @@ def _plan_and_prepare(
     mode: Mode,
     base_revision: str | None,
     candidate_revision: str | None,
+    on_result: Callable[[RefreshResult], None] | None,
 ) -> _Planned:
     """The plan and, for an apply that can go ahead, what it swaps in. An Edge that owns its
     process plans in the worker (``refresh.plan_worker``); ``running_text`` is the running
-    config's YAML when the worker does not hold it yet."""
+    config's YAML when the worker does not hold it yet. ``on_result``: ``PlanWorker.ask``'s."""
     read_plan: Callable[[], Plan]
     if runtime.owns_process:
         # The collector runs meanwhile: the worker may take seconds, and the garbage the event
@@ -243,6 +261,7 @@ def _plan_and_prepare(
             mode=mode,
             base_revision=base_revision,
             candidate_revision=candidate_revision,
+            on_result=on_result,
         )
         gc.collect()  # garbage now, before the candidate is built: none of it frozen with it
     else:
@@ -291,6 +310,7 @@ async def _apply(
     prepared: PreparedConfig,
     config_yaml: str,
     requester: _Requester,
+    ahead: WriteAhead,
 ) -> None:
     """Apply an applicable plan and record it; an applied record commits with the mirror."""
     candidate, result = prepared.config, plan.result
@@ -299,10 +319,10 @@ async def _apply(
         await _record(result, config_yaml, requester)
         return
     result.status = "applied"
-    guard = runtime.commit_guard() if runtime.commit_guard is not None else None
-    order = ApplyOrder(_record_order(result, requester), runtime.config_path, guard)
     try:
-        await _write_apply(runtime.config, candidate, result, config_yaml, order)
+        if not await _written_ahead(ahead):
+            order = _apply_order(runtime, result, requester=requester)
+            await _write_apply(runtime.config, candidate, result, config_yaml, order)
     except NotLeading as exc:
         # Nothing was applied: this Edge lost the lead while planning; the new leader decides.
         result.status = "invalid"
@@ -463,6 +483,13 @@ def _reviewed_dry_run(base_revision: str, candidate_revision: str) -> int | None
     )
 
 
+def _apply_order(
+    runtime: EdgeRuntime, result: RefreshResult, *, requester: _Requester
+) -> ApplyOrder:
+    guard = runtime.commit_guard() if runtime.commit_guard is not None else None
+    return ApplyOrder(_record_order(result, requester), runtime.config_path, guard)
+
+
 def _record_order(result: RefreshResult, requester: _Requester) -> RecordOrder:
     return RecordOrder(
         result.status,
@@ -502,6 +529,14 @@ async def _write_apply(
     )
 
 
+async def _written_ahead(ahead: WriteAhead) -> bool:
+    """Whether the writes ordered ahead (``refresh.write_ahead``) were made in the worker."""
+    if ahead.written is None:
+        return False
+    wait = functools.partial(PLAN_WORKER.outcome, ahead.written, ahead.refresh_id)
+    return await _done_in_worker(wait, ahead.refresh_id, once=True)
+
+
 async def _record_pushes(result: RefreshResult) -> None:
     pushes = result.node_pushes
     if not await _in_worker(worker_writes.save_pushes_held, result.refresh_id, pushes, once=False):
@@ -519,8 +554,14 @@ async def _in_worker(
     was saving (``once``): then that is done."""
     if not PLAN_WORKER.holds_plan(refresh_id):
         return False
+    wait = functools.partial(PLAN_WORKER.with_plan, act, refresh_id, order)
+    return await _done_in_worker(wait, refresh_id, once=once)
+
+
+async def _done_in_worker(wait: Callable[[], object], refresh_id: str, *, once: bool) -> bool:
+    """Whether what ``wait`` waits for in the worker was done (``_in_worker``)."""
     try:
-        await asyncio.to_thread(PLAN_WORKER.with_plan, act, refresh_id, order)
+        await asyncio.to_thread(wait)
     except WorkerDied:
         return once and await database_sync_to_async(_recorded)(refresh_id)
     except PlanNotHeld:

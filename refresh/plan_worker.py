@@ -187,12 +187,29 @@ class PlanWorker:
         call it from a thread. ``act`` and ``order`` cross to the worker by pickle: a function
         of a module, and plain values. Raises ``PlanNotHeld`` when the worker does not hold that
         plan and ``WorkerDied`` when it died meanwhile."""
+        return self.outcome(self.submit_with_plan(act, refresh_id, order), refresh_id)
+
+    def submit_with_plan(
+        self, act: Callable[[HeldPlan, Order], Outcome], refresh_id: str, order: Order
+    ) -> concurrent.futures.Future[Outcome]:
+        """``with_plan`` without waiting for it: its outcome is ``outcome(future, refresh_id)``."""
         try:
-            return self._executor().submit(_with_held_plan, act, refresh_id, order).result()
+            return self._executor().submit(_with_held_plan, act, refresh_id, order)
         except BrokenProcessPool:
-            log.warning("the refresh plan worker died while it held %s", refresh_id)
-            self.close()
+            self._died(refresh_id)
             raise WorkerDied(refresh_id) from None
+
+    def outcome(self, future: concurrent.futures.Future[Outcome], refresh_id: str) -> Outcome:
+        """What ``submit_with_plan`` came to; blocks, so call it from a thread."""
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            self._died(refresh_id)
+            raise WorkerDied(refresh_id) from None
+
+    def _died(self, refresh_id: str) -> None:
+        log.warning("the refresh plan worker died while it held %s", refresh_id)
+        self.close()
 
     def plan(
         self,
@@ -225,10 +242,15 @@ class PlanWorker:
         mode: Mode,
         base_revision: str | None = None,
         candidate_revision: str | None = None,
+        on_result: Callable[[RefreshResult], None] | None = None,
     ) -> Callable[[], Plan]:
         """Have the worker plan the candidate against ``running``; blocks until it answers, so
         call it from a thread. Returns how to read the plan: reading builds the candidate (a
         fleet's nodes), so the caller pauses the collector for it, and only for it.
+
+        ``on_result`` is called with the result of an apply the worker found applicable, as soon
+        as it is read and before the candidate is built: what it asks of the worker meanwhile
+        (``submit_with_plan``) runs there while this process builds the candidate.
 
         The plan carries its candidate only for an apply that can go ahead. ``running_text``
         (the YAML ``running`` was loaded from) is needed when the worker does not hold the
@@ -249,18 +271,25 @@ class PlanWorker:
             log.warning("the refresh plan worker died; planning in this process this time")
             self.close()
             return functools.partial(_plan_here, running, request)
-        return functools.partial(self._read, running, *answer)
+        return functools.partial(self._read, running, *answer, on_result)
 
     def _read(
-        self, running: EdgeConfig, result_pickled: bytes, patch_pieces: list[bytes] | None
+        self,
+        running: EdgeConfig,
+        result_pickled: bytes,
+        patch_pieces: list[bytes] | None,
+        on_result: Callable[[RefreshResult], None] | None,
     ) -> Plan:
         result = pickle.loads(result_pickled)
-        patch = None if patch_pieces is None else loads_in_pieces(patch_pieces)
         self._holds = frozenset(
             revision for revision in (running.revision, result.candidate_revision) if revision
         )
         self._plan_held = result.refresh_id
-        return Plan(result, None if patch is None else apply_patch(patch, running))
+        if patch_pieces is None:
+            return Plan(result, None)
+        if on_result is not None:
+            on_result(result)
+        return Plan(result, apply_patch(loads_in_pieces(patch_pieces), running))
 
     def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
         with self._lock:
