@@ -84,12 +84,14 @@ class Command(BaseCommand):
         from daphne.server import Server
         from twisted.internet import defer, reactor
 
-        from iop_site import daphne_tuning
+        from iop_site import autobahn_debug_args, daphne_reaping, daphne_tuning
         from iop_site.asgi import application
 
         electors: list[RunningElector] = []  # held for the process's life
 
         daphne_tuning.install()
+        daphne_reaping.install()
+        autobahn_debug_args.install()
         log.info("open files limit: %d", raise_open_files_limit())
         # The event loop gives the interpreter up at every system call (each socket read and
         # write) and waits for it again behind any busy thread (a refresh's plan, the database):
