@@ -119,6 +119,10 @@ def freeze_without_collecting() -> None:
     gc.freeze()
 
 
+# A full collection's threshold while sign-ins settle: middle collections before a full one.
+FULL_COLLECTIONS_WAIT = 1 << 30
+
+
 class FreezeAfterSignIns:
     """Freezes what is alive a moment after Nodes sign in (``note_sign_in``, on the loop).
 
@@ -128,19 +132,30 @@ class FreezeAfterSignIns:
     throughout. Frozen, they cost none; a session that ends is still freed by reference counting
     (it holds no reference cycle once closed). One freeze follows ``settle_s`` after the first
     sign-in since the last, so a storm of sign-ins is frozen a second at a time.
+
+    Until that freeze, full collections wait (young ones go on, so short-lived garbage is still
+    collected): within a storm each one rescanned every session signed in since the last freeze,
+    40 to 200 ms at 3,000 Nodes, growing with each (docs/benchmarks.md, "Fleet").
     """
 
     def __init__(self, settle_s: float = 1.0) -> None:
         self.settle_s = settle_s
         self._due: asyncio.TimerHandle | None = None
+        self._thresholds: tuple[int, int, int] | None = None
 
     def note_sign_in(self) -> None:
         if self._due is None:
+            self._thresholds = gc.get_threshold()
+            young, middle, _ = self._thresholds
+            gc.set_threshold(young, middle, FULL_COLLECTIONS_WAIT)
             self._due = asyncio.get_running_loop().call_later(self.settle_s, self._freeze)
 
     def _freeze(self) -> None:
         self._due = None
         freeze_without_collecting()
+        if self._thresholds is not None:
+            gc.set_threshold(*self._thresholds)
+            self._thresholds = None
 
 
 class CollectionTimes:

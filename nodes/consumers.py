@@ -147,6 +147,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
             )
             await self.close(code=wire.CLOSE_UNAUTHORIZED)
             return
+        if self.runtime.sign_ins is not None:
+            self.runtime.sign_ins.note_sign_in()  # a storm's sessions frozen from its start on
         self.node_id = node_id
         self.session, superseded = self.runtime.nodes.attach(
             node_id, self, max_run_output_bytes=MAX_RUN_OUTPUT_BYTES

@@ -12,6 +12,7 @@ import pytest
 
 from edge.memory import (
     COLLECTION_TIMES,
+    FULL_COLLECTIONS_WAIT,
     CollectionTimes,
     FreezeAfterSignIns,
     collection_paused,
@@ -129,20 +130,25 @@ def test_the_process_watch_is_installed_once() -> None:
 
 def test_sign_ins_are_frozen_once_they_settle(unfrozen: None) -> None:
     freezer = FreezeAfterSignIns(settle_s=0.01)
+    thresholds = gc.get_threshold()
 
-    async def storm() -> tuple[int, int]:
+    async def storm() -> tuple[int, int, tuple[int, int, int]]:
         gc.unfreeze()
         for _ in range(100):
             freezer.note_sign_in()  # one freeze for the lot, not one each
         before = gc.get_freeze_count()
+        settling = gc.get_threshold()
         kept = [[index] for index in range(1000)]  # a session's objects, made after
         await asyncio.sleep(0.05)  # timers run in deadline order: the freeze comes first
         assert kept
-        return before, gc.get_freeze_count()
+        return before, gc.get_freeze_count(), settling
 
-    before, after = asyncio.run(storm())
+    before, after, settling = asyncio.run(storm())
 
     assert before == 0 and after >= 1000
+    # Until the freeze, young collections go on and full ones wait; then all is as before.
+    assert settling == (thresholds[0], thresholds[1], FULL_COLLECTIONS_WAIT)
+    assert gc.get_threshold() == thresholds
 
 
 class Part:
