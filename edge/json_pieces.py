@@ -6,6 +6,10 @@ hundreds of milliseconds while a thread wrote it. Taken apart a few levels down 
 by item, the same text comes out of many short calls, and the interpreter switches threads
 between them. Within ``edge.pacing.paced`` the pieces are paced too: between short calls, a
 busy thread still makes the event loop wait for the interpreter at each of its socket calls.
+
+A process with no event loop beside the work (the refresh plan worker) encodes whole
+(``encode_whole_in_this_process``): there the pieces only cost time, three times the whole
+encoding of a fleet-wide refresh result (132 against 44 ms at 3,000 nodes).
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ from typing import Any
 
 from edge.pacing import pace
 
+_whole_in_this_process = False
+
+
+def encode_whole_in_this_process() -> None:
+    """From now on, ``json_pieces`` yields each document in one piece, in this process."""
+    global _whole_in_this_process
+    _whole_in_this_process = True
+
 
 def json_pieces(
     data: Any, encoder: json.JSONEncoder, depth: int, whole: Callable[[Any], str] | None = None
@@ -24,7 +36,13 @@ def json_pieces(
     apart, anything below them (or any other value) is encoded whole, by ``whole``
     (``encoder.encode`` unless given). The pieces join to exactly what ``whole(data)`` returns."""
     encode = whole or encoder.encode
-    if depth <= 0 or not data or not isinstance(data, dict | list) or encoder.indent is not None:
+    if (
+        _whole_in_this_process
+        or depth <= 0
+        or not data
+        or not isinstance(data, dict | list)
+        or encoder.indent is not None
+    ):
         yield encode(data)
     elif isinstance(data, dict):
         keys = sorted(data) if encoder.sort_keys else list(data)

@@ -34,6 +34,7 @@ from typing import TypeVar
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
 from edge.config.patch import apply_patch, dumps, dumps_in_pieces, loads_in_pieces, patch_against
+from edge.json_pieces import encode_whole_in_this_process
 from edge.memory import collection_paused
 from refresh.plan import Mode, Plan, RefreshResult, plan_refresh
 
@@ -89,6 +90,13 @@ Outcome = TypeVar("Outcome")
 _held: dict[str, tuple[EdgeConfig, bytes]] = {}
 # The plan it made last.
 _plan_held: HeldPlan | None = None
+
+
+def _start_worker() -> None:
+    os.nice(WORKER_NICENESS)
+    # Nothing in the worker shares the interpreter with an event loop: JSON in pieces (the
+    # record's result, the revision's hash) would only take it longer.
+    encode_whole_in_this_process()
 
 
 def _digest(text: str | bytes) -> bytes:
@@ -297,7 +305,7 @@ class PlanWorker:
                 # Spawned, not forked: the Edge has threads and sockets a fork would copy.
                 context = multiprocessing.get_context("spawn")
                 self._pool = concurrent.futures.ProcessPoolExecutor(
-                    1, mp_context=context, initializer=os.nice, initargs=(WORKER_NICENESS,)
+                    1, mp_context=context, initializer=_start_worker
                 )
             return self._pool
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edge.json_pieces import PiecewiseJSONEncoder, json_pieces
+from edge.json_pieces import PiecewiseJSONEncoder, encode_whole_in_this_process, json_pieces
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
 documents = st.recursive(
@@ -82,3 +82,16 @@ def test_a_fleet_sized_result_comes_out_of_small_pieces() -> None:
     pieces = list(json_pieces({"status": "applied", "changes": changes}, PiecewiseJSONEncoder(), 2))
     assert "".join(pieces) == json.dumps({"status": "applied", "changes": changes})
     assert max(map(len, pieces)) < 100
+
+
+def test_a_process_that_encodes_whole_gets_one_piece_of_the_same_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    document = {"status": "applied", "changes": [{"path": f"nodes[n{i}]"} for i in range(100)]}
+    pieced = "".join(json_pieces(document, PiecewiseJSONEncoder(), 2))
+    monkeypatch.setattr("edge.json_pieces._whole_in_this_process", False)
+
+    encode_whole_in_this_process()  # what the refresh plan worker does as it starts
+
+    assert list(json_pieces(document, PiecewiseJSONEncoder(), 2)) == [pieced]
+    assert json.dumps(document, cls=PiecewiseJSONEncoder) == pieced
