@@ -34,16 +34,21 @@ class Request:
     """What daphne keys its entries by: the request's protocol object."""
 
 
+def request_started(application: Any) -> tuple[Any, Request, asyncio.Queue[dict]]:
+    """A server, a request it serves and the application's input queue."""
+    server = server_running(application)
+    request = Request()
+    server.protocol_connected(request)
+    return server, request, server.create_application(request, {"type": "http"})
+
+
 async def settled() -> None:
     for _ in range(3):  # the application's end, then its done callbacks
         await asyncio.sleep(0)
 
 
 async def test_an_entry_goes_once_its_request_and_application_have_both_ended() -> None:
-    server = server_running(answer_then_end)
-    request = Request()
-    server.protocol_connected(request)
-    queue = server.create_application(request, {"type": "http"})
+    server, request, queue = request_started(answer_then_end)
 
     server.protocol_disconnected(request)
     await settled()
@@ -55,10 +60,7 @@ async def test_an_entry_goes_once_its_request_and_application_have_both_ended() 
 
 
 async def test_an_application_that_ended_first_goes_with_its_request() -> None:
-    server = server_running(answer_then_end)
-    request = Request()
-    server.protocol_connected(request)
-    queue = server.create_application(request, {"type": "http"})
+    server, request, queue = request_started(answer_then_end)
     queue.put_nowait({"type": "http.disconnect"})
     await settled()
     assert request in server.connections  # the request has not ended
@@ -70,10 +72,7 @@ async def test_an_application_that_ended_first_goes_with_its_request() -> None:
 
 
 async def test_an_application_that_failed_is_left_to_daphnes_sweep() -> None:
-    server = server_running(fail)
-    request = Request()
-    server.protocol_connected(request)
-    queue = server.create_application(request, {"type": "http"})
+    server, request, queue = request_started(fail)
     queue.put_nowait({"type": "http.disconnect"})
     server.protocol_disconnected(request)
     await settled()
