@@ -50,10 +50,11 @@ class OperatorJSONRenderer(JSONRenderer):
         accepted_media_type: str | None = None,
         renderer_context: dict[str, Any] | None = None,
     ) -> bytes:
-        compact = self.compact and not self.ensure_ascii
+        # orjson writes compact UTF-8: DRF's text only where DRF's settings ask for that.
+        as_orjson_writes = self.compact and not self.ensure_ascii
         if (
             data is not None
-            and compact
+            and as_orjson_writes
             and self.get_indent(accepted_media_type, renderer_context or {}) is None
         ):
             text = orjson_text(data)
