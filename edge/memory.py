@@ -131,7 +131,8 @@ class FreezeAfterSignIns:
     sessions triggers one every second or two: 200 to 300 ms each at 3,000 Nodes, the loop stopped
     throughout. Frozen, they cost none; a session that ends is still freed by reference counting
     (it holds no reference cycle once closed). One freeze follows ``settle_s`` after the first
-    sign-in since the last, so a storm of sign-ins is frozen a second at a time.
+    sign-in (a Node's token accepted) since the last, so a storm of sign-ins is frozen a second
+    at a time.
 
     Until that freeze, full collections wait (young ones go on, so short-lived garbage is still
     collected): within a storm each one rescanned every session signed in since the last freeze,

@@ -148,7 +148,8 @@ class NodeConsumer(AsyncWebsocketConsumer):
             await self.close(code=wire.CLOSE_UNAUTHORIZED)
             return
         if self.runtime.sign_ins is not None:
-            self.runtime.sign_ins.note_sign_in()  # a storm's sessions frozen from its start on
+            # Its session frozen a moment after it is attached, with the rest of a storm.
+            self.runtime.sign_ins.note_sign_in()
         self.node_id = node_id
         self.session, superseded = self.runtime.nodes.attach(
             node_id, self, max_run_output_bytes=MAX_RUN_OUTPUT_BYTES
@@ -280,8 +281,6 @@ class NodeConsumer(AsyncWebsocketConsumer):
             self.hello_deadline.cancel()
             self.hello_deadline = None
         self.runtime.keep_alive.add(self)
-        if self.runtime.sign_ins is not None:
-            self.runtime.sign_ins.note_sign_in()
         config = self.runtime.config
         node = config.node(self.node_id)
         if node is not None:
