@@ -8,9 +8,11 @@ holds only that process.
 
 The worker holds the configs it loaded last (the running one and the last candidate), so it
 plans against the running config without reading it again, and an apply of the candidate that was
-just dry-run is not loaded again either. The Edge gets back the result and, for an apply it can go
-ahead with, a ``ConfigPatch`` (``edge.config.patch``) that it builds the candidate from, sharing
-its own objects: reading a whole fleet's config back would cost it most of what was saved.
+just dry-run is not loaded again either. An Edge whose config is a fleet's starts the worker as
+it starts and has it load the running config then (``warm``), not at the first refresh. The Edge
+gets back the result and, for an apply it can go ahead with, a ``ConfigPatch``
+(``edge.config.patch``) that it builds the candidate from, sharing its own objects: reading a
+whole fleet's config back would cost it most of what was saved.
 
 The worker also keeps its last plan (``HeldPlan``), so what the Edge saves of it (the mirror, the
 refresh record, the config file: megabytes for a fleet) is written there too (``with_plan``,
@@ -39,6 +41,10 @@ from edge.memory import collection_paused
 from refresh.plan import Mode, Plan, RefreshResult, plan_refresh
 
 log = logging.getLogger(__name__)
+
+# A config at least this long is loaded by the worker as the Edge starts (``PlanWorker.warm``);
+# a smaller one plans in tens of milliseconds, and the worker starts at the first refresh.
+WARM_FROM_CHARS = 256 * 1024
 
 # Planning is background work: on a box whose cores are all busy, the event loop (requests,
 # Node sessions) goes first and the plan takes longer.
@@ -154,18 +160,27 @@ def _plan_here(
 
 
 def _running(request: PlanRequest) -> EdgeConfig:
-    if request.running_revision in _held:
-        return _held[request.running_revision][0]
-    if request.running_text is None:
-        raise RunningUnknown(request.running_revision)
+    return _hold_running(request.running_revision, request.running_text)
+
+
+def _hold_running(revision: str, text: str | None) -> EdgeConfig:
+    if revision in _held:
+        return _held[revision][0]
+    if text is None:
+        raise RunningUnknown(revision)
     try:
-        running = load_config_text(request.running_text)
+        running = load_config_text(text)
     except ConfigError as exc:
         raise RunningUnknown(f"the running config's text does not load: {exc}") from None
-    if running.revision != request.running_revision:
+    if running.revision != revision:
         raise RunningUnknown(f"the text sent is {running.revision}")
-    _held[running.revision] = (running, _digest(request.running_text))
+    _held[running.revision] = (running, _digest(text))
     return running
+
+
+def _warm(revision: str, text: str) -> None:
+    with collection_paused():
+        _hold_running(revision, text)
 
 
 # -- in the Edge ---------------------------------------------------------------------------------
@@ -179,10 +194,27 @@ class PlanWorker:
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._holds: frozenset[str] = frozenset()  # the revisions the worker holds
         self._plan_held = ""  # the refresh id of the plan it holds
+        self._warming: tuple[str, concurrent.futures.Future[None]] | None = None  # ``warm``
 
     def holds(self, revision: str) -> bool:
         """Whether a plan against ``revision`` can go without its text."""
-        return revision in self._holds
+        if revision in self._holds:
+            return True
+        if self._warming is None:
+            return False
+        warmed, warming = self._warming
+        return warmed == revision and _succeeded(warming)
+
+    def warm(self, running: EdgeConfig, running_text: str) -> concurrent.futures.Future[None]:
+        """Start the worker and have it load the running config now, while the Edge has time:
+        at thousands of nodes the first refresh otherwise waits seconds for both (the
+        interpreter's start, the parse). Returns at once; once it is done the worker ``holds``
+        ``running``. A text that does not load as ``running`` is logged, and the first plan
+        sends the text again."""
+        warming = self._executor().submit(_warm, running.revision, running_text)
+        warming.add_done_callback(_log_failed_warm_up)
+        self._warming = (running.revision, warming)
+        return warming
 
     def holds_plan(self, refresh_id: str) -> bool:
         """Whether the worker made the plan of ``refresh_id`` and holds it still."""
@@ -289,6 +321,7 @@ class PlanWorker:
         on_result: Callable[[RefreshResult], None] | None,
     ) -> Plan:
         result = pickle.loads(result_pickled)
+        self._warming = None
         self._holds = frozenset(
             revision for revision in (running.revision, result.candidate_revision) if revision
         )
@@ -314,8 +347,18 @@ class PlanWorker:
             pool, self._pool = self._pool, None
             self._holds = frozenset()
             self._plan_held = ""
+            self._warming = None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _succeeded(future: concurrent.futures.Future[None]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
+def _log_failed_warm_up(future: concurrent.futures.Future[None]) -> None:
+    if not future.cancelled() and (problem := future.exception()) is not None:
+        log.warning("the refresh plan worker did not warm up: %s", problem)
 
 
 # The Edge's one plan worker (``run_edge``: an Edge that owns its process plans there).

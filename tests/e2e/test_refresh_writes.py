@@ -13,9 +13,12 @@ from typing import Any
 import httpx
 import yaml
 
+from bench.fleet_config import fleet_yaml, one_change
+from refresh.plan_worker import WARM_FROM_CHARS
 from tests.e2e.harness import EdgeProcess, echo_config
 from tests.e2e.nodes_support import two_ports, wait_node_ready
 
+FLEET_NODES = 200  # a config over WARM_FROM_CHARS
 PROVIDER = {"id": "p-1", "adapter": "echo", "served_models": ["echo-small"], "capacity": 2}
 
 
@@ -82,6 +85,7 @@ def test_an_apply_is_written_where_it_was_planned(tokens, edge_factory, node_fac
     wait_node_ready(edge, "node-a")
     started_with = edge.config_path.read_text()
     candidate = yaml.safe_dump(config(tokens, ports, capacity=3))
+    assert plan_workers(edge) == []  # a small config's worker starts at the first refresh
 
     dry_run = refresh(edge, {"mode": "dry_run", "config_yaml": candidate, "reason": "look first"})
     applied = refresh(edge, {"mode": "apply", "config_yaml": candidate, "reason": "more room"})
@@ -129,3 +133,21 @@ def test_without_its_worker_the_edge_writes_itself(tokens, edge_factory, node_fa
     again = refresh(edge, {"mode": "apply", "config_yaml": back})
     assert again["status"] == "applied" and record(edge, again["refresh_id"])["result"] == again
     assert len(plan_workers(edge)) == 1 and plan_workers(edge) != [worker]
+
+
+def test_a_fleet_s_edge_starts_its_worker_as_it_starts(edge_factory) -> None:
+    public, admin = two_ports()
+    fleet = fleet_yaml(
+        FLEET_NODES, edge_listen=f"127.0.0.1:{public}", admin_listen=f"127.0.0.1:{admin}"
+    )
+    edge = edge_factory(yaml.safe_load(fleet), name="edge-fleet")
+    running_text = edge.config_path.read_text()
+    assert len(running_text) >= WARM_FROM_CHARS
+
+    [worker] = plan_workers(edge)  # before any refresh: it loads the running config meanwhile
+    dry_run = refresh(edge, {"mode": "dry_run", "config_yaml": one_change(running_text)})
+
+    assert dry_run["status"] == "ok", dry_run
+    assert len(dry_run["changes"]) == 1
+    assert plan_workers(edge) == [worker]
+    assert "did not warm up" not in edge.log()

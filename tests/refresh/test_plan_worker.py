@@ -14,7 +14,7 @@ import pytest
 from bench.fleet_config import fleet_yaml, one_change
 from edge.config import load_config_text
 from refresh.plan import Plan, plan_refresh
-from refresh.plan_worker import HeldPlan, PlanNotHeld, PlanWorker, WorkerDied
+from refresh.plan_worker import HeldPlan, PlanNotHeld, PlanWorker, RunningUnknown, WorkerDied
 
 RUNNING_TEXT = fleet_yaml(12)
 RUNNING = load_config_text(RUNNING_TEXT)
@@ -87,6 +87,28 @@ def test_a_running_text_of_another_revision_is_not_trusted(worker: PlanWorker) -
 
     assert plan.result.status == "ok"  # planned here, against the running config itself
     assert not worker.holds(RUNNING.revision)
+
+
+def test_warmed_it_holds_the_running_config_before_the_first_plan(worker: PlanWorker) -> None:
+    worker.warm(RUNNING, RUNNING_TEXT).result()
+
+    assert worker.holds(RUNNING.revision)
+    # Planned there without the running text: that worker now holds the candidate too.
+    dry_run = worker.plan(RUNNING, None, CANDIDATE_TEXT, mode="dry_run")
+    assert dry_run.result.candidate_revision is not None
+    assert worker.holds(dry_run.result.candidate_revision) and worker.holds(RUNNING.revision)
+
+
+def test_a_warm_up_with_another_revision_s_text_holds_nothing(
+    worker: PlanWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(RunningUnknown):
+        worker.warm(RUNNING, CANDIDATE_TEXT).result()
+
+    assert not worker.holds(RUNNING.revision)
+    plan = worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run")
+    assert plan.result.status == "ok" and worker.holds(RUNNING.revision)
+    assert "did not warm up: the text sent is" in caplog.text
 
 
 def test_an_invalid_candidate_gets_the_same_errors(worker: PlanWorker) -> None:

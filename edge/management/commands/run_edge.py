@@ -27,6 +27,7 @@ from edge.runtime import EdgeRuntime
 from edge.startup import start_runtime
 from iop_site.listeners import daphne_endpoint
 from nodes import wire
+from refresh.plan_worker import PLAN_WORKER, WARM_FROM_CHARS
 from refresh.start import import_at_start
 
 if TYPE_CHECKING:
@@ -77,9 +78,9 @@ class Command(BaseCommand):
             operator_token_digest(operator_token_file())  # created on the first start
         except OperatorTokenError as exc:
             raise CommandError(str(exc)) from None
-        self._serve(path, config, bound)
+        self._serve(path, config, bound, text)
 
-    def _serve(self, path: Path, config: EdgeConfig, bound: BoundListeners) -> None:
+    def _serve(self, path: Path, config: EdgeConfig, bound: BoundListeners, text: str) -> None:
         # daphne.server installs Twisted's asyncio reactor on import: import it only here.
         from daphne.server import Server
         from twisted.internet import defer, reactor
@@ -101,6 +102,11 @@ class Command(BaseCommand):
 
         openai_listener = _openai_listener(config, application)
         runtime = start_runtime(config, path, bound)
+        if not config.edge.ha and len(text) >= WARM_FROM_CHARS:
+            # A fleet's first refresh would wait seconds for the worker to start and load the
+            # running config; it does both now, at low priority (a standby's config is the
+            # cluster's, read when it leads).
+            PLAN_WORKER.warm(runtime.config, text)
         config = runtime.config  # with the listeners it serves on
         listens = [config.edge.listen, config.edge.admin_listen]
         if config.openai.listen and openai_listener is None:
