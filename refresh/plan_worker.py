@@ -26,7 +26,6 @@ import functools
 import hashlib
 import logging
 import multiprocessing
-import os
 import pickle
 import threading
 from collections.abc import Callable
@@ -36,19 +35,15 @@ from typing import TypeVar
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
 from edge.config.patch import apply_patch, dumps, dumps_in_pieces, loads_in_pieces, patch_against
-from edge.json_pieces import encode_whole_in_this_process
 from edge.memory import collection_paused
 from refresh.plan import Mode, Plan, RefreshResult, plan_refresh
+from refresh.worker_start import start_worker
 
 log = logging.getLogger(__name__)
 
 # A config at least this long is loaded by the worker as the Edge starts (``PlanWorker.warm``);
 # a smaller one plans in tens of milliseconds, and the worker starts at the first refresh.
 WARM_FROM_CHARS = 256 * 1024
-
-# Planning is background work: on a box whose cores are all busy, the event loop (requests,
-# Node sessions) goes first and the plan takes longer.
-WORKER_NICENESS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +91,6 @@ Outcome = TypeVar("Outcome")
 _held: dict[str, tuple[EdgeConfig, bytes]] = {}
 # The plan it made last.
 _plan_held: HeldPlan | None = None
-
-
-def _start_worker() -> None:
-    os.nice(WORKER_NICENESS)
-    # Nothing in the worker shares the interpreter with an event loop: JSON in pieces (the
-    # record's result, the revision's hash) would only take it longer.
-    encode_whole_in_this_process()
 
 
 def _digest(text: str | bytes) -> bytes:
@@ -338,7 +326,7 @@ class PlanWorker:
                 # Spawned, not forked: the Edge has threads and sockets a fork would copy.
                 context = multiprocessing.get_context("spawn")
                 self._pool = concurrent.futures.ProcessPoolExecutor(
-                    1, mp_context=context, initializer=_start_worker
+                    1, mp_context=context, initializer=start_worker
                 )
             return self._pool
 

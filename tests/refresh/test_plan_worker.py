@@ -15,6 +15,8 @@ from bench.fleet_config import fleet_yaml, one_change
 from edge.config import load_config_text
 from refresh.plan import Plan, plan_refresh
 from refresh.plan_worker import HeldPlan, PlanNotHeld, PlanWorker, RunningUnknown, WorkerDied
+from refresh.worker_start import WORKER_NICENESS
+from tests.refresh.worker_start_probe import niceness_and_planning_imported
 
 RUNNING_TEXT = fleet_yaml(12)
 RUNNING = load_config_text(RUNNING_TEXT)
@@ -109,6 +111,15 @@ def test_a_warm_up_with_another_revision_s_text_holds_nothing(
     plan = worker.plan(RUNNING, RUNNING_TEXT, CANDIDATE_TEXT, mode="dry_run")
     assert plan.result.status == "ok" and worker.holds(RUNNING.revision)
     assert "did not warm up: the text sent is" in caplog.text
+
+
+def test_the_worker_lowers_its_priority_before_it_imports_the_planning_code(
+    worker: PlanWorker,
+) -> None:
+    first_task = worker._executor().submit(niceness_and_planning_imported)
+
+    lowered = min(os.nice(0) + WORKER_NICENESS, 19)  # from this process's own
+    assert first_task.result() == (lowered, False)
 
 
 def test_an_invalid_candidate_gets_the_same_errors(worker: PlanWorker) -> None:
