@@ -21,9 +21,11 @@ refresh record, the config file: megabytes for a fleet) is written there too (``
 
 from __future__ import annotations
 
+import codecs
 import concurrent.futures
 import functools
 import hashlib
+import json
 import logging
 import multiprocessing
 import pickle
@@ -31,7 +33,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from rest_framework.utils.json import strict_constant
 
 from edge.config import ConfigError, EdgeConfig, load_config_text
 from edge.config.patch import apply_patch, dumps, dumps_in_pieces, loads_in_pieces, patch_against
@@ -56,6 +60,10 @@ class PlanRequest:
     mode: Mode
     base_revision: str | None
     candidate_revision: str | None
+
+
+class WorkerBusy(RuntimeError):
+    """The worker cannot take a call now without making it wait (``decode_json``)."""
 
 
 class RunningUnknown(LookupError):
@@ -124,6 +132,13 @@ def plan_in_worker(request: PlanRequest) -> tuple[bytes, list[bytes] | None]:
         return dumps(plan.result), None if patch is None else dumps_in_pieces(patch)
 
 
+def _decode_json(body: bytes, encoding: str, strict: bool) -> Any:
+    # As DRF's JSONParser reads it: the body decoded by its charset, then parsed.
+    return json.loads(
+        codecs.decode(body, encoding), parse_constant=strict_constant if strict else None
+    )
+
+
 def _with_held_plan(
     act: Callable[[HeldPlan, Order], Outcome], refresh_id: str, order: Order
 ) -> Outcome:
@@ -183,6 +198,7 @@ class PlanWorker:
         self._holds: frozenset[str] = frozenset()  # the revisions the worker holds
         self._plan_held = ""  # the refresh id of the plan it holds
         self._warming: tuple[str, concurrent.futures.Future[None]] | None = None  # ``warm``
+        self._in_flight = 0  # calls submitted and not yet answered
 
     def holds(self, revision: str) -> bool:
         """Whether a plan against ``revision`` can go without its text."""
@@ -199,7 +215,7 @@ class PlanWorker:
         interpreter's start, the parse). Returns at once; once it is done the worker ``holds``
         ``running``. A text that does not load as ``running`` is logged, and the first plan
         sends the text again."""
-        warming = self._executor().submit(_warm, running.revision, running_text)
+        warming = self._submit(_warm, running.revision, running_text)
         warming.add_done_callback(_log_failed_warm_up)
         self._warming = (running.revision, warming)
         return warming
@@ -222,7 +238,7 @@ class PlanWorker:
     ) -> concurrent.futures.Future[Outcome]:
         """``with_plan`` without waiting for it: its outcome is ``outcome(future, refresh_id)``."""
         try:
-            return self._executor().submit(_with_held_plan, act, refresh_id, order)
+            return self._submit(_with_held_plan, act, refresh_id, order)
         except BrokenProcessPool:
             self._died(refresh_id)
             raise WorkerDied(refresh_id) from None
@@ -289,7 +305,7 @@ class PlanWorker:
         )
         self._plan_held = ""
         try:
-            answer = self._executor().submit(plan_in_worker, request).result()
+            answer = self._submit(plan_in_worker, request).result()
         except RunningUnknown:
             log.info("the plan worker lacks the running config; planning in this process")
             return functools.partial(_plan_here, running, request)
@@ -319,6 +335,34 @@ class PlanWorker:
         if on_result is not None:
             on_result(result)
         return Plan(result, apply_patch(loads_in_pieces(patch_pieces), running))
+
+    def decode_json(self, body: bytes, encoding: str, strict: bool) -> Any:
+        """``body`` parsed as DRF's JSONParser parses it (``strict``: no NaN or Infinity), in the
+        worker: a fleet's candidate is megabytes of JSON string, and decoding it here holds the
+        interpreter, and with it the event loop, for tens of milliseconds in one call. Raises
+        what the parse raises there (``ValueError``, ``RecursionError``); ``WorkerBusy`` when the
+        worker is doing something else (a plan, a refresh's writes) or is gone, so the caller
+        parses here rather than wait behind it."""
+        if self._in_flight:
+            raise WorkerBusy("the plan worker is busy")
+        try:
+            return self._submit(_decode_json, body, encoding, strict).result()
+        except BrokenProcessPool:
+            self.close()
+            raise WorkerBusy("the plan worker died") from None
+
+    def _submit(
+        self, call: Callable[..., Outcome], *args: Any
+    ) -> concurrent.futures.Future[Outcome]:
+        future = self._executor().submit(call, *args)
+        with self._lock:
+            self._in_flight += 1
+        future.add_done_callback(self._answered)
+        return future
+
+    def _answered(self, _future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
         with self._lock:

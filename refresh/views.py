@@ -14,6 +14,7 @@ from edge.pacing import paced
 from edge.runtime import get_runtime
 from refresh.actions import run_refresh
 from refresh.actor import MAX_OS_USER_CHARS, OS_USER_HEADER, by_token, is_os_user
+from refresh.body_parser import RefreshJSONParser
 from refresh.plan import STATUSES, SUCCESSES, Status
 from refresh.serializers import RefreshRequestSerializer, RefreshResultSerializer
 
@@ -41,6 +42,8 @@ def reported_os_user(request: Request) -> str:
 
 class RefreshView(OperatorAPIView):
     """Dry-run or apply a candidate config: classify every change live or restart-required."""
+
+    parser_classes = [RefreshJSONParser]
 
     @extend_schema(
         request=RefreshRequestSerializer,

@@ -44,9 +44,13 @@ class OperatorJSONParser(BaseParser):
         if limit is not None and int(length or 0) > limit:
             raise RequestDataTooBig("The request body exceeds DATA_UPLOAD_MAX_MEMORY_SIZE.")
         try:
-            return self._json.parse(stream, media_type, parser_context)
+            return self.decode(stream, int(length or 0), media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply.") from None
+
+    def decode(self, stream: Any, length: int, media_type: str | None, parser_context: Any) -> Any:
+        """The body's JSON (``length``: its Content-Length, 0 when it has none)."""
+        return self._json.parse(stream, media_type, parser_context)
 
 
 class OperatorAPIView(APIView):

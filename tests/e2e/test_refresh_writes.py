@@ -18,7 +18,7 @@ from refresh.plan_worker import WARM_FROM_CHARS
 from tests.e2e.harness import EdgeProcess, echo_config
 from tests.e2e.nodes_support import two_ports, wait_node_ready
 
-FLEET_NODES = 200  # a config over WARM_FROM_CHARS
+FLEET_NODES = 350  # a config over WARM_FROM_CHARS, a dry run over WORKER_PARSES_FROM_BYTES
 PROVIDER = {"id": "p-1", "adapter": "echo", "served_models": ["echo-small"], "capacity": 2}
 
 

@@ -16,7 +16,7 @@ from edge.config import load_config_text
 from refresh.plan import Plan, plan_refresh
 from refresh.plan_worker import HeldPlan, PlanNotHeld, PlanWorker, RunningUnknown, WorkerDied
 from refresh.worker_start import WORKER_NICENESS
-from tests.refresh.worker_start_probe import niceness_and_planning_imported
+from tests.refresh.worker_probes import niceness_and_planning_imported
 
 RUNNING_TEXT = fleet_yaml(12)
 RUNNING = load_config_text(RUNNING_TEXT)

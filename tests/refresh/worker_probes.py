@@ -1,0 +1,20 @@
+"""Run in the plan worker by tests. This module imports nothing of the project, so unpickling
+it in a fresh worker imports nothing either."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def niceness_and_planning_imported() -> tuple[int, bool]:
+    """Run first in a fresh worker: what it had done before its first task arrived."""
+    return os.nice(0), "refresh.plan_worker" in sys.modules
+
+
+def wait_for(path: str) -> None:
+    """Keeps the worker busy until ``path`` exists."""
+    while not Path(path).exists():
+        time.sleep(0.01)
