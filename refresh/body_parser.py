@@ -15,6 +15,7 @@ from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import get_encoding
+from rest_framework.utils.json import strict_constant
 
 from edge.operator_api.base import OperatorJSONParser
 from edge.runtime import get_runtime
@@ -33,7 +34,9 @@ class RefreshJSONParser(OperatorJSONParser):
         encoding = get_encoding(parser_context or {})
         body = stream.read()
         try:
-            return PLAN_WORKER.decode_json(body, encoding, self._json.strict)
+            return PLAN_WORKER.decode_json(
+                body, encoding, strict_constant if self._json.strict else None
+            )
         except WorkerBusy:
             return super().decode(io.BytesIO(body), length, media_type, parser_context)
         except ValueError as exc:

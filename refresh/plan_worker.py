@@ -35,8 +35,6 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from rest_framework.utils.json import strict_constant
-
 from edge.config import ConfigError, EdgeConfig, load_config_text
 from edge.config.patch import apply_patch, dumps, dumps_in_pieces, loads_in_pieces, patch_against
 from edge.memory import collection_paused
@@ -132,11 +130,9 @@ def plan_in_worker(request: PlanRequest) -> tuple[bytes, list[bytes] | None]:
         return dumps(plan.result), None if patch is None else dumps_in_pieces(patch)
 
 
-def _decode_json(body: bytes, encoding: str, strict: bool) -> Any:
+def _decode_json(body: bytes, encoding: str, parse_constant: Callable[[str], Any] | None) -> Any:
     # As DRF's JSONParser reads it: the body decoded by its charset, then parsed.
-    return json.loads(
-        codecs.decode(body, encoding), parse_constant=strict_constant if strict else None
-    )
+    return json.loads(codecs.decode(body, encoding), parse_constant=parse_constant)
 
 
 def _with_held_plan(
@@ -336,17 +332,20 @@ class PlanWorker:
             on_result(result)
         return Plan(result, apply_patch(loads_in_pieces(patch_pieces), running))
 
-    def decode_json(self, body: bytes, encoding: str, strict: bool) -> Any:
-        """``body`` parsed as DRF's JSONParser parses it (``strict``: no NaN or Infinity), in the
-        worker: a fleet's candidate is megabytes of JSON string, and decoding it here holds the
-        interpreter, and with it the event loop, for tens of milliseconds in one call. Raises
-        what the parse raises there (``ValueError``, ``RecursionError``); ``WorkerBusy`` when the
-        worker is doing something else (a plan, a refresh's writes) or is gone, so the caller
-        parses here rather than wait behind it."""
+    def decode_json(
+        self, body: bytes, encoding: str, parse_constant: Callable[[str], Any] | None
+    ) -> Any:
+        """``body`` decoded by ``encoding`` and parsed as JSON (``parse_constant``: ``json``'s,
+        a function of a module, pickled across), in the worker: a fleet's candidate is megabytes
+        of JSON string, and decoding it here holds the interpreter, and with it the event loop,
+        for tens of milliseconds in one call. Raises what the parse raises there
+        (``ValueError``, ``RecursionError``); ``WorkerBusy`` when the worker is doing something
+        else (a plan, a refresh's writes) or is gone, so the caller parses here rather than
+        wait behind it."""
         if self._in_flight:
             raise WorkerBusy("the plan worker is busy")
         try:
-            return self._submit(_decode_json, body, encoding, strict).result()
+            return self._submit(_decode_json, body, encoding, parse_constant).result()
         except BrokenProcessPool:
             self.close()
             raise WorkerBusy("the plan worker died") from None

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from rest_framework.exceptions import ParseError
+from rest_framework.utils.json import strict_constant
 
 from bench.fleet_config import fleet_yaml
 from edge.operator_api.base import OperatorJSONParser
@@ -83,12 +84,12 @@ def test_a_busy_worker_leaves_the_parse_here(worker: PlanWorker, tmp_path: Path)
     busy = worker._submit(wait_for, str(released))
     try:
         with pytest.raises(WorkerBusy):
-            worker.decode_json(FLEET_BODY, "utf-8", strict=True)
+            worker.decode_json(FLEET_BODY, "utf-8", strict_constant)
         assert parse(RefreshJSONParser(), FLEET_BODY) == json.loads(FLEET_BODY)  # parsed here
     finally:
         released.touch()
     busy.result()
-    assert worker.decode_json(FLEET_BODY, "utf-8", strict=True) == json.loads(FLEET_BODY)
+    assert worker.decode_json(FLEET_BODY, "utf-8", strict_constant) == json.loads(FLEET_BODY)
 
 
 def test_a_small_body_is_parsed_here(worker: PlanWorker) -> None:
