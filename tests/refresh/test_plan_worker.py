@@ -16,7 +16,7 @@ from edge.config import load_config_text
 from refresh.plan import Plan, plan_refresh
 from refresh.plan_worker import HeldPlan, PlanNotHeld, PlanWorker, RunningUnknown, WorkerDied
 from refresh.worker_start import WORKER_NICENESS
-from tests.refresh.worker_probes import niceness_and_planning_imported
+from tests.refresh.worker_probes import frozen_and_cyclic_garbage, niceness_and_planning_imported
 
 RUNNING_TEXT = fleet_yaml(12)
 RUNNING = load_config_text(RUNNING_TEXT)
@@ -120,6 +120,20 @@ def test_the_worker_lowers_its_priority_before_it_imports_the_planning_code(
 
     lowered = min(os.nice(0) + WORKER_NICENESS, 19)  # from this process's own
     assert first_task.result() == (lowered, False)
+
+
+def test_what_the_worker_holds_is_frozen_and_none_of_it_garbage(worker: PlanWorker) -> None:
+    worker.warm(RUNNING, RUNNING_TEXT).result()
+    warmed, garbage = worker._executor().submit(frozen_and_cyclic_garbage).result()
+    assert warmed > 0 and garbage == 0
+    applied = worker.plan(RUNNING, None, CANDIDATE_TEXT, mode="apply")
+    assert applied.candidate is not None
+    planned, garbage = worker._executor().submit(frozen_and_cyclic_garbage).result()
+    # Frozen too: the candidate loaded, the result and the plan held for the refresh's writes.
+    assert planned > warmed and garbage == 0
+    worker.plan(applied.candidate, None, RUNNING_TEXT, mode="apply")
+    _, garbage = worker._executor().submit(frozen_and_cyclic_garbage).result()
+    assert garbage == 0  # the plan it replaced, dropped, left none behind either
 
 
 def test_an_invalid_candidate_gets_the_same_errors(worker: PlanWorker) -> None:

@@ -3,6 +3,7 @@ it in a fresh worker imports nothing either."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -18,3 +19,13 @@ def wait_for(path: str) -> None:
     """Keeps the worker busy until ``path`` exists."""
     while not Path(path).exists():
         time.sleep(0.01)
+
+
+def frozen_and_cyclic_garbage() -> tuple[int, int]:
+    """How many objects the worker has frozen, and how many of all its objects, frozen or not,
+    a collection finds to be garbage."""
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    garbage = gc.collect()
+    gc.freeze()
+    return frozen, garbage
