@@ -148,3 +148,47 @@ async def test_a_node_that_never_answers_does_not_hold_the_others_back(
         silent_id: "not_connected",
         **dict.fromkeys(answering, "acked"),
     }
+
+
+class TurnCountingLink(FakeNodeLink):
+    """A Node that notes the loop turn (``turns["now"]``) each config push was sent in."""
+
+    def __init__(self, turns: dict[str, Any]) -> None:
+        super().__init__()
+        self.turns = turns
+
+    async def send_frame(self, frame: dict[str, Any]) -> None:
+        if frame["type"] == "config.refresh":
+            self.turns["pushes"].append(self.turns["now"])
+        await super().send_frame(frame)
+
+
+async def test_pushes_are_sent_after_the_swap_s_step_a_few_per_turn(fleet, monkeypatch):
+    monkeypatch.setattr(actions, "PUSHES_PER_TURN", 2)
+    turns: dict[str, Any] = {"now": 0, "pushes": [], "swap": None}
+    for node_id in NODES:
+        connect_node(fleet, TurnCountingLink(turns), node_id)
+    swap = fleet.swap_config
+
+    def noting_the_swap(prepared: Any) -> None:
+        turns["swap"] = turns["now"]
+        swap(prepared)
+
+    monkeypatch.setattr(fleet, "swap_config", noting_the_swap)
+
+    async def count_turns() -> None:
+        while True:
+            await asyncio.sleep(0)
+            turns["now"] += 1
+
+    counter = asyncio.create_task(count_turns())
+    result = await run_refresh(
+        fleet, mode="apply", config_yaml=yaml_of(fleet_config(capacity=8)), requested_by="test"
+    )
+    counter.cancel()
+
+    assert sorted(push["node"] for push in result.node_pushes if push["status"] == "acked") == [
+        *NODES
+    ]
+    assert len(turns["pushes"]) == len(NODES) and turns["swap"] not in turns["pushes"]
+    assert max(turns["pushes"].count(turn) for turn in turns["pushes"]) <= 2
