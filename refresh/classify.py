@@ -9,6 +9,7 @@ review and the CLI share it and its tests need no Django.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -200,15 +201,8 @@ def format_summary(changes: Sequence[Change]) -> str:
 
 
 def _walk(old: Any, new: Any, at: _At, found: list[_Found]) -> None:
-    if (
-        at.scope
-        and isinstance(old, dict | list)
-        and old == new
-        and canonical_json(old) == canonical_json(new)
-    ):
-        # An unchanged item (most of a fleet's nodes, when one changed), settled by C code in
-        # calls small enough not to hold the interpreter long; `==` alone would take 1, 1.0 and
-        # true for one value.
+    if at.scope and isinstance(old, dict | list) and old == new and _encode_alike(old, new):
+        # An unchanged item (most of a fleet's nodes, when one changed).
         return
     both_lists = isinstance(old, list) and isinstance(new, list)
     if at.pattern in _SET_LISTS and both_lists:
@@ -232,18 +226,36 @@ def _walk_entries(
             found.append((child(name), "removed", _plain(old[name]), None))
         elif name not in old:
             found.append((child(name), "added", None, _plain(new[name])))
-        elif not _equal_scalars(old[name], new[name]):
+        elif type(old[name]) is type(new[name]) and type(old[name]) in _SCALARS:
+            # Most leaves of a changed node (a fleet-wide change has tens of thousands): settled
+            # without encoding them.
+            if not _same_scalar(old[name], new[name]):
+                found.append((child(name), "changed", old[name], new[name]))
+        else:
             _walk(old[name], new[name], child(name), found)
 
 
-# Types whose equal values encode alike (not floats: 0.0 == -0.0).
-_PLAIN_SCALARS = (str, int, bool, type(None))
+_SCALARS = (str, int, bool, type(None), float)
 
 
-def _equal_scalars(old: Any, new: Any) -> bool:
-    """Equal values of one plain scalar type: most leaves of a changed node, settled without
-    building their path or encoding them."""
-    return type(old) is type(new) and type(old) in _PLAIN_SCALARS and old == new
+def _same_scalar(old: Any, new: Any) -> bool:
+    """Whether two scalars of one type encode alike, as the revision sees them: for floats, not
+    when one is 0.0 and the other -0.0 (equal), and when both are NaN (not equal)."""
+    if type(old) is not float:
+        return bool(old == new)
+    if old != old:  # NaN, which encodes as itself
+        return new != new
+    return old == new and math.copysign(1.0, old) == math.copysign(1.0, new)
+
+
+def _encode_alike(old: dict[str, Any] | list[Any], new: dict[str, Any] | list[Any]) -> bool:
+    """Whether two equal collections encode alike: `==` alone takes 1, 1.0 and true for one
+    value. A list of strings (served models) is settled without encoding it: only a string
+    equals a string. Anything else is compared by C code, in calls small enough not to hold the
+    interpreter long."""
+    if type(old) is list and all(type(item) is str for item in old):
+        return True
+    return canonical_json(old) == canonical_json(new)
 
 
 def _apply_of(pattern: str) -> Apply:

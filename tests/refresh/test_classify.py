@@ -444,6 +444,38 @@ def test_equal_numbers_that_encode_apart_are_a_change() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("old_value", "new_value", "changed"),
+    [
+        (30.0, 30.0, False),
+        (30.0, 45.5, True),
+        (float("nan"), float("nan"), False),  # NaN != NaN, but both encode as NaN
+        (float("inf"), float("-inf"), True),
+        (-0.0, -0.0, False),
+    ],
+)
+def test_a_float_leaf_changes_when_its_encoding_does(
+    old_value: float, new_value: float, changed: bool
+) -> None:
+    old = mutated(lambda c: provider(c, "node-a", "p1").update(queue_timeout_s=old_value))
+    new = mutated(lambda c: provider(c, "node-a", "p1").update(queue_timeout_s=new_value))
+
+    paths = [c.path for c in classify(old, new).changes]
+
+    assert paths == (["nodes[node-a].providers[p1].queue_timeout_s"] if changed else [])
+
+
+def test_an_equal_list_of_strings_is_no_change_and_another_one_is() -> None:
+    old = mutated(lambda c: provider(c, "node-a", "p1").update(served_models=["a", "b"]))
+    same = mutated(lambda c: provider(c, "node-a", "p1").update(served_models=["a", "b"]))
+    other = mutated(lambda c: provider(c, "node-a", "p1").update(served_models=["a", "c"]))
+
+    assert classify(old, same).changes == []
+    assert [(c.path, c.old, c.new) for c in classify(old, other).changes] == [
+        ("nodes[node-a].providers[p1].served_models", ["a", "b"], ["a", "c"])
+    ]
+
+
 def test_it_pushes_only_to_nodes_whose_own_config_changed() -> None:
     new = mutated(lambda c: model(c, "echo")["providers"].pop("p3"))
     assert classify(make_canonical(), new).reconfigured_nodes == []
