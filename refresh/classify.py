@@ -226,21 +226,21 @@ def _walk_entries(
             found.append((child(name), "removed", _plain(old[name]), None))
         elif name not in old:
             found.append((child(name), "added", None, _plain(new[name])))
-        elif type(old[name]) is type(new[name]) and type(old[name]) in _SCALARS:
+        elif type(was := old[name]) is type(now := new[name]) and type(was) in _SCALARS:
             # Most leaves of a changed node (a fleet-wide change has tens of thousands): settled
             # without encoding them.
-            if not _same_scalar(old[name], new[name]):
-                found.append((child(name), "changed", old[name], new[name]))
+            if not _same_scalar(was, now):
+                found.append((child(name), "changed", was, now))
         else:
-            _walk(old[name], new[name], child(name), found)
+            _walk(was, now, child(name), found)
 
 
 _SCALARS = (str, int, bool, type(None), float)
 
 
 def _same_scalar(old: Any, new: Any) -> bool:
-    """Whether two scalars of one type encode alike, as the revision sees them: for floats, not
-    when one is 0.0 and the other -0.0 (equal), and when both are NaN (not equal)."""
+    """Whether two scalars of one type encode alike, as the revision sees them. Floats differ
+    from `==` twice: 0.0 and -0.0 are equal but encode apart; two NaNs encode alike."""
     if type(old) is not float:
         return bool(old == new)
     if old != old:  # NaN, which encodes as itself
