@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import time
 from typing import Any
@@ -26,7 +25,7 @@ from edge.openai_api.chat import CHAT, COMPLETIONS
 from edge.openai_api.cors import ALLOWED_METHODS, allowed_origin, answer_headers, preflight_headers
 from edge.openai_api.embeddings import EMBEDDINGS
 from edge.openai_api.errors import APIError
-from edge.openai_api.exchange import Exchange, Receive
+from edge.openai_api.exchange import Exchange, Receive, new_request_id
 from edge.openai_api.flow import Endpoint, serve
 from edge.openai_api.responses import Send, send_error, send_json
 from edge.openai_api.responses_api import RESPONSES
@@ -63,7 +62,7 @@ def is_api_path(path: str) -> bool:
 
 async def openai_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     runtime = get_runtime()
-    exchange = Exchange(_incoming_request_id(scope) or os.urandom(12).hex())
+    exchange = Exchange(_incoming_request_id(scope) or new_request_id())
     path, method = _api_path(scope["path"]), scope["method"]
     answer = _Answer(send)
     origin = allowed_origin(_header(scope, b"origin"), runtime.config.openai.cors_allowed_origins)
