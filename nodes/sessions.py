@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -43,27 +44,38 @@ class NodeLink(Protocol):
 
 
 class RunStream:
-    """The events of one run on its way from the Node to the caller, in order."""
+    """The events of one run on its way from the Node to the caller, in order.
 
-    __slots__ = ("_queue", "received", "run_id", "session")
+    One task reads them (the run's), so a deque and that task's one waiting future do what an
+    ``asyncio.Queue`` did with a list of getters, a counter of unfinished tasks and an event to
+    clear on every put: this is done once per token of every stream.
+    """
+
+    __slots__ = ("_events", "_waiter", "received", "run_id", "session")
 
     def __init__(self, run_id: str, session: NodeSession) -> None:
         self.run_id = run_id
         self.session = session
         self.received = 0  # the size of its frames so far, against the session's output limit
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._events: deque[tuple[str, dict[str, Any]]] = deque()
+        self._waiter: asyncio.Future[None] | None = None
 
     def push(self, event: str, data: dict[str, Any]) -> None:
-        self._queue.put_nowait((event, data))
+        self._events.append((event, data))
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():  # done: its reader was cancelled
+            waiter.set_result(None)
 
     async def next_event(self) -> tuple[str, dict[str, Any]]:
-        return await self._queue.get()
+        while not self._events:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self._events.popleft()
 
     def drain(self) -> list[tuple[str, dict[str, Any]]]:
         """The events that have already arrived, without waiting."""
-        events = []
-        while not self._queue.empty():
-            events.append(self._queue.get_nowait())
+        events = list(self._events)
+        self._events.clear()
         return events
 
     def fail(self, code: str, message: str) -> None:
