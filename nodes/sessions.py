@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from nodes import wire
 from nodes.log_limit import LogLimit
+from nodes.wire.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
 
@@ -44,39 +44,25 @@ class NodeLink(Protocol):
 
 
 class RunStream:
-    """The events of one run on its way from the Node to the caller, in order.
+    """The events of one run on its way from the Node to the caller, in order."""
 
-    One task reads them (the run's), so a deque and that task's one waiting future do what an
-    ``asyncio.Queue`` did with a list of getters, a counter of unfinished tasks and an event to
-    clear on every put: this is done once per token of every stream.
-    """
-
-    __slots__ = ("_events", "_waiter", "received", "run_id", "session")
+    __slots__ = ("_events", "received", "run_id", "session")
 
     def __init__(self, run_id: str, session: NodeSession) -> None:
         self.run_id = run_id
         self.session = session
         self.received = 0  # the size of its frames so far, against the session's output limit
-        self._events: deque[tuple[str, dict[str, Any]]] = deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._events: Mailbox[tuple[str, dict[str, Any]]] = Mailbox()  # the run's task reads
 
     def push(self, event: str, data: dict[str, Any]) -> None:
-        self._events.append((event, data))
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():  # done: its reader was cancelled
-            waiter.set_result(None)
+        self._events.put((event, data))
 
     async def next_event(self) -> tuple[str, dict[str, Any]]:
-        while not self._events:
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
-        return self._events.popleft()
+        return await self._events.get()
 
     def drain(self) -> list[tuple[str, dict[str, Any]]]:
         """The events that have already arrived, without waiting."""
-        events = list(self._events)
-        self._events.clear()
-        return events
+        return self._events.drain()
 
     def fail(self, code: str, message: str) -> None:
         """End the run with an error: what it had queued is dropped, the error comes next."""

@@ -13,6 +13,7 @@ from nodes import wire
 from nodes.agent.adapters.base import AdapterError
 from nodes.agent.adapters.upstream_errors import error_message
 from nodes.wire import json_text
+from nodes.wire.mailbox import Mailbox
 
 # An event longer than this could not travel even in parts (see wire.MAX_MESSAGE_BYTES).
 MAX_EVENT_LINE_BYTES = wire.MAX_MESSAGE_BYTES
@@ -109,20 +110,20 @@ async def body_events(content: aiohttp.StreamReader) -> AsyncGenerator[str, None
     A line may be as long as one event the wire carries: a Responses stream's closing events hold
     the whole answer.
     """
-    received: asyncio.Queue[list[str] | BaseException | None] = asyncio.Queue()
+    received: Mailbox[list[str] | BaseException | None] = Mailbox()
     splitter = EventSplitter()
 
     async def pull() -> None:
         try:
             while chunk := await content.readany():
                 if events := splitter.feed(chunk):
-                    received.put_nowait(events)
+                    received.put(events)
             if events := splitter.end():
-                received.put_nowait(events)
+                received.put(events)
         except Exception as exc:
-            received.put_nowait(exc)
+            received.put(exc)
         else:
-            received.put_nowait(None)
+            received.put(None)
 
     puller = asyncio.create_task(pull())
     try:
