@@ -250,6 +250,10 @@ if not 0 < IOP_MAX_BODY_BYTES <= wire.MAX_BODY_BYTES:
 # The operator API takes a whole config as a JSON string: room for the largest config with its
 # line breaks and quotes escaped. Daphne refuses a larger body on that listener before reading it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * MAX_CONFIG_BYTES + 1024 * 1024
+# Django's ASGI handler spools a body past this to a file on disk, from the event loop: at 2.5 MB
+# (its default) a fleet's refresh wrote megabytes to disk there and held up every request for tens
+# of milliseconds. The limit above bounds what is kept in memory instead; nothing here takes files.
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 IOP_MAX_RUN_OUTPUT_BYTES = env.int("IOP_MAX_RUN_OUTPUT_BYTES", default=DEFAULT_MAX_RUN_OUTPUT_BYTES)
 if IOP_MAX_RUN_OUTPUT_BYTES <= 0:
     raise ImproperlyConfigured(
