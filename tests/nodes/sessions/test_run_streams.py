@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from nodes.sessions import NodeSessionStore, RunStream
-from tests.nodes.sessions.test_node_sessions import FakeLink
+from nodes.sessions import RunStream
+from tests.nodes.sessions.test_node_sessions import FakeLink, make_store
 
 
 def open_stream() -> RunStream:
-    session, _ = NodeSessionStore(lambda node, ready: None).attach("node-a", FakeLink())
+    store, _ = make_store()
+    session, _ = store.attach("node-a", FakeLink())
     return session.open_run("r1")
 
 
