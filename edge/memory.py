@@ -182,6 +182,7 @@ class CollectionTimes:
     def report(self) -> dict[str, Any]:
         return {
             "frozen_objects": gc.get_freeze_count(),
+            "thresholds": list(gc.get_threshold()),
             "generations": [
                 {"collections": count, "total_ms": total * 1000, "longest_ms": longest * 1000}
                 for count, total, longest in zip(

@@ -19,6 +19,7 @@ from edge.runtime import EdgeRuntime, get_runtime, install_runtime, runtime_inst
 from edge.usage_store import write_usage
 from iop_site.middleware import OPERATOR_URLCONF
 from nodes.ack_store import write_acks
+from nodes.wire.collector import tune_for_serving
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ def start_runtime(
     import_views()
     # Django, the config and the pool live as long as the process: out of the collector's sight.
     freeze_long_lived()
+    tune_for_serving()
     watch_collections()
     return runtime
 

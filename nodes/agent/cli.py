@@ -21,6 +21,7 @@ from websockets.uri import parse_uri
 from nodes.agent.agent import AgentSettings, Backoff, NodeAgent
 from nodes.agent.env_access import ALLOWED_ENV, DEFAULT_SUFFIX, TOKEN_ENV, allowed_names
 from nodes.agent.session import AGENT_VERSION
+from nodes.wire.collector import tune_for_serving
 
 EXIT_USAGE = 2
 
@@ -156,5 +157,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     logging.getLogger("websockets").setLevel(max(logging.INFO, logging.getLogger().level))
     # uvloop: the same agent in about a tenth less CPU per streamed token (docs/benchmarks.md).
     logging.getLogger("nodes.agent").debug("event loop: uvloop %s", uvloop.__version__)
+    tune_for_serving()
     uvloop.run(run_agent(NodeAgent(settings, backoff=Backoff(cap_s=args.max_backoff))))
     return 0

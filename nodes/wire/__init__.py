@@ -3,7 +3,8 @@
 Both the Edge's websocket consumer and the Node agent use this package; it imports neither.
 ``frames`` holds the shapes and builders, ``codec`` encodes and checks, ``node_config`` is the
 contract for the ``node`` payload of ``config`` frames and its parser on the Node; ``json_text``
-and ``mailbox`` are the hot path's JSON and its queue for one reader, used on both sides. Use it as
+and ``mailbox`` are the hot path's JSON and its queue for one reader, and ``collector`` the garbage
+collector's thresholds, used on both sides. Use it as
 ``from nodes import wire`` then ``wire.decode(text, accept=wire.NODE_TO_EDGE)``.
 """
 

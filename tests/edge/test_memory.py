@@ -117,6 +117,7 @@ def test_every_collection_is_counted_and_timed_per_generation() -> None:
     assert young["collections"] >= 1 and full["collections"] >= 1
     assert full["longest_ms"] > 0 and full["total_ms"] >= full["longest_ms"]
     assert report["frozen_objects"] == gc.get_freeze_count()
+    assert report["thresholds"] == list(gc.get_threshold())
 
 
 def test_the_process_watch_is_installed_once() -> None:

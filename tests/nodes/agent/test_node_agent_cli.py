@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nodes.agent import cli
 from nodes.agent.cli import main, parse_settings
+from nodes.wire.collector import SERVING_THRESHOLDS
 
 ROOT = Path(__file__).resolve().parents[3]
 EDGE = ["--edge", "ws://127.0.0.1:9/ws/node/", "--node-id", "node-a"]
@@ -142,3 +147,23 @@ async def test_sigterm_lets_the_running_run_finish_then_exits_0(edge: Any, fakes
     assert process.returncode == 0, err.decode()
     assert connection.websocket.close_code == 1001
     assert b"stopped" in err
+
+
+def test_the_agent_runs_with_the_serving_collector_thresholds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[int, int, int]] = []
+
+    def run(agent: Coroutine[Any, Any, None]) -> None:
+        seen.append(gc.get_threshold())
+        agent.close()
+
+    before = gc.get_threshold()
+    websockets_log = logging.getLogger("websockets")
+    monkeypatch.setattr(cli.uvloop, "run", run)
+    monkeypatch.setattr(websockets_log, "level", websockets_log.level)  # main sets it
+    try:
+        assert main(EDGE, environ={"IOP_NODE_TOKEN": "t"}) == 0
+    finally:
+        gc.set_threshold(*before)
+    assert seen == [SERVING_THRESHOLDS]
