@@ -13,14 +13,15 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from twisted.python.deprecate import _ModuleProxy
+
 
 def unproxied(module: Any) -> ModuleType:
     """The module behind a Twisted deprecation proxy; ``module`` itself when it is not one."""
-    if type(module) is ModuleType:
-        return module
-    inner = object.__getattribute__(module, "_module")
-    assert type(inner) is ModuleType
-    return inner
+    if type(module) is _ModuleProxy:
+        inner: ModuleType = object.__getattribute__(module, "_module")
+        return inner
+    return module
 
 
 def install() -> None:
