@@ -4,6 +4,7 @@ errors raised, and text that reads back as the value written."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
@@ -80,3 +81,21 @@ def test_a_value_json_cannot_write_raises_as_json_does() -> None:
         json_text.dumps({"a": object()})
     with pytest.raises(TypeError):
         json_text.dumps_bytes({"a": {1, 2}})
+
+
+@pytest.mark.parametrize("content_chars", [20, 1_000, 50_000])
+def test_bytes_to_hold_are_the_same_text_without_the_buffer_it_was_written_in(
+    content_chars: int,
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x" * content_chars}]}
+    tracemalloc.start()
+    try:
+        as_written = json_text.dumps_bytes(body)
+        written_size, _ = tracemalloc.get_traced_memory()
+        held = json_text.dumps_bytes_to_hold(body)
+        held_size = tracemalloc.get_traced_memory()[0] - written_size
+    finally:
+        tracemalloc.stop()
+
+    assert held == as_written
+    assert held_size < len(held) + 100 < written_size
