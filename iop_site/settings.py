@@ -12,6 +12,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from edge.config.yaml_source import MAX_CONFIG_BYTES
+from iop_site.postgres_fields import import_only_for_postgres
 from nodes import wire
 from nodes.sessions import DEFAULT_MAX_RUN_OUTPUT_BYTES
 
@@ -192,6 +193,7 @@ def _database(url: str) -> dict:
 DATABASES = {
     "default": _database(_secret("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'iop_edge.sqlite3'}")
 }
+import_only_for_postgres(DATABASES["default"]["ENGINE"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Writes come from several threads (admin, metering): wait for the lock instead of failing,
     # and use WAL so a metering batch commits without an fsync per transaction. Transactions

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -29,11 +29,13 @@ from edge.governance.limits import Limiter
 from edge.governance.usage_load import load_budget_usage
 from edge.ha.commit_guard import LeaderCommitGuard
 from edge.ha.elector import Elector
-from edge.ha.pg_lock import PgLeaderLock
 from edge.ha.role import EDGE_STANDBY, lock_key
 from edge.models import ConfigRevision
 from edge.runtime import EdgeRuntime
 from nodes import wire
+
+if TYPE_CHECKING:
+    from edge.ha.pg_lock import PgLeaderLock
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,9 @@ class RunningElector:
 def start_elector(runtime: EdgeRuntime, loop: asyncio.AbstractEventLoop) -> RunningElector:
     """Seek the leader lock for ``runtime``'s Edge id and follow it, on ``loop`` (the one that
     serves the runtime)."""
+    # psycopg only in an HA Edge (on PostgreSQL): about 10 MB that any other Edge goes without.
+    from edge.ha.pg_lock import PgLeaderLock
+
     config = runtime.config
     lock = PgLeaderLock(
         lock_conninfo(),
