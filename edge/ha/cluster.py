@@ -32,6 +32,7 @@ from edge.ha.elector import Elector
 from edge.ha.role import EDGE_STANDBY, lock_key
 from edge.models import ConfigRevision
 from edge.runtime import EdgeRuntime
+from iop_site.postgres_fields import POSTGRES_ENGINE
 from nodes import wire
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POSTGRESQL_ENGINE = "django.db.backends.postgresql"
 # Connection settings passed on to the lock's own connection (the rest are Django's).
 _PASSED_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "options", "service")
 
@@ -51,7 +51,7 @@ def ha_database_problem(
     if not config.edge.ha:
         return None
     engine = (database or settings.DATABASES["default"])["ENGINE"]
-    if engine == POSTGRESQL_ENGINE:
+    if engine == POSTGRES_ENGINE:
         return None
     kind = "SQLite" if "sqlite" in engine else engine
     return (
