@@ -199,23 +199,19 @@ class NodeConsumer(AsyncWebsocketConsumer):
             return
         self.last_heard = time.monotonic()
         text = text_data if text_data is not None else bytes_data or b""
-        await self._frame(session, text, wire.NODE_TO_EDGE)
-
-    async def _frame(self, session: NodeSession, text: str | bytes, accept: frozenset[str]) -> None:
-        """One frame's text, alone or out of a batch (``accept``: the types it may be)."""
         try:
-            frame = wire.decode(text, accept=accept)
+            frame = wire.decode(text, accept=wire.NODE_TO_EDGE)
         except wire.FrameError as exc:
             await self._bad_frame(session, text, exc)
             return
+        await self._handle(session, frame, len(text))
+
+    async def _handle(self, session: NodeSession, frame: wire.Frame, size: int) -> None:
         # Compared on the frame itself, so the type checker narrows it to that frame's shape.
         if frame["type"] == "batch":
-            for inner in frame["frames"]:
-                if session.closed or self.closing:
-                    return  # a frame of this batch ended the session
-                await self._frame(session, inner, wire.BATCHED_NODE_TO_EDGE)
+            await self._batch(session, frame["frames"])
         elif frame["type"] == "run.event":
-            await self._run_event(session, frame, len(text))
+            await self._run_event(session, frame, size)
         elif frame["type"] == "part":
             await self._part(session, frame)
         elif frame["type"] == "hello":
@@ -227,6 +223,23 @@ class NodeConsumer(AsyncWebsocketConsumer):
         elif frame["type"] == "ping" and frame.get("ts") is not None:
             # Asked for an answer; a ping without a ts is a heartbeat, already heard above.
             await self.send_frame(wire.pong(frame["ts"]))
+
+    async def _batch(self, session: NodeSession, texts: list[str]) -> None:
+        """The frames of a batch, in order. A run's event (most of them) is delivered right
+        here, not through a coroutine of its own: a batch holds hundreds under load."""
+        for text in texts:
+            if session.closed or self.closing:
+                return  # a frame of this batch ended the session
+            try:
+                frame = wire.decode(text, accept=wire.BATCHED_NODE_TO_EDGE)
+            except wire.FrameError as exc:
+                await self._bad_frame(session, text, exc)
+                continue
+            if frame["type"] == "run.event":
+                event: Mapping[str, Any] = frame  # as _run_event takes it: its data a dict
+                if session.deliver(event["run_id"], event["event"], event["data"], len(text)):
+                    continue
+            await self._handle(session, frame, len(text))  # a run.event here: no such run
 
     async def _run_event(self, session: NodeSession, frame: Mapping[str, Any], size: int) -> None:
         if not session.deliver(frame["run_id"], frame["event"], frame["data"], size):

@@ -30,19 +30,31 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
 
 
-def _has_long_digit_run(text: str | bytes) -> bool:
+def read_exactly(text: str | bytes) -> bool:
+    """Whether orjson reads every number of ``text`` as the standard library does: no run of 19
+    digits, so no integer past 64 bits."""
     data = text if isinstance(text, bytes) else text.encode(errors="surrogatepass")
-    return data.translate(_DIGITS_AS_ZERO).find(_LONG_RUN) >= 0
+    return data.translate(_DIGITS_AS_ZERO).find(_LONG_RUN) < 0
 
 
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``, faster."""
-    if not _has_long_digit_run(text):
+    if read_exactly(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
             pass  # the standard library answers, or raises its own error
     return json.loads(text)
+
+
+def loads_inexact(text: str | bytes) -> Any:
+    """``loads(text)`` but for integers past 64 bits, which may come out as floats: for a caller
+    that looks at what it got first, and reads it again with ``loads`` where numbers matter
+    (``read_exactly``). It skips the pass over the text that ``loads`` makes first."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def dumps_bytes(value: Any) -> bytes:

@@ -120,3 +120,19 @@ async def test_a_bad_or_foreign_frame_in_a_batch_is_refused_alone(
     failed, data = await broken.next_event()
     assert (failed, data["code"]) == ("error", BAD_FRAME)
     assert not session.closed
+
+
+async def test_a_frame_of_another_type_in_a_batch_is_taken_as_if_it_came_alone(
+    runtime: EdgeRuntime, node: Any
+) -> None:
+    communicator, _ = node
+    session = session_of(runtime)
+    run = session.open_run("run-1")
+    texts = [delta("run-1", "a"), wire.encode(wire.ping(12.5)), delta("run-1", "b")]
+
+    await communicator.send_to(text_data=wire.batch_text(texts))
+
+    assert json.loads(await communicator.receive_from()) == wire.pong(12.5)
+    got = await events(run, 2)
+    assert [data["choices"][0]["delta"]["content"] for _, data in got] == ["a", "b"]
+    assert not session.closed

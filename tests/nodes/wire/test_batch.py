@@ -42,6 +42,35 @@ def test_a_batch_of_anything_but_frame_texts_is_refused_naming_the_field(
     assert refused.value.message == f"batch: field 'frames' must be {kind}"
 
 
+BIG = 123456789012345678901234567890  # past 64 bits
+
+
+def test_a_frame_in_a_batch_keeps_an_integer_past_64_bits_whole() -> None:
+    # The batch is read without the check for such integers (it holds only strings); each of
+    # its frames is read with it.
+    inner = wire.encode(wire.run_delta("run-1", {"choices": [], "n": BIG}))
+    batch = wire.decode(wire.batch_text([PING, inner]), accept=wire.NODE_TO_EDGE)
+
+    frame = wire.decode(batch["frames"][1], accept=wire.BATCHED_NODE_TO_EDGE)
+
+    assert frame["data"]["n"] == BIG  # type: ignore[typeddict-item]
+    assert type(frame["data"]["n"]) is int  # type: ignore[typeddict-item]
+
+
+def test_a_frame_that_only_begins_as_a_batch_keeps_its_integers_whole() -> None:
+    # The last of duplicate keys wins, in JSON as here: this is a run.event.
+    text = (
+        '{"type":"batch","frames":["x"],"type":"run.event","run_id":"r1","event":"delta",'
+        f'"data":{{"n":{BIG}}}}}'
+    )
+
+    frame = wire.decode(text, accept=wire.NODE_TO_EDGE)
+
+    assert frame["type"] == "run.event"
+    assert type(frame["data"]["n"]) is int  # type: ignore[typeddict-item]
+    assert frame["data"]["n"] == BIG  # type: ignore[typeddict-item]
+
+
 def test_a_batch_inside_a_batch_is_refused() -> None:
     inner = wire.batch_text([PING])
 

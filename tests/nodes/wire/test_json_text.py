@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+from typing import Any
 
 import pytest
 
@@ -31,12 +32,31 @@ def test_it_reads_what_json_reads(raw: bytes) -> None:
     assert repr(value) == repr(json.loads(raw))  # repr: NaN == NaN, int stays int
 
 
+@pytest.mark.parametrize("raw", READ_ALIKE)
+def test_read_inexactly_it_reads_what_json_reads_wherever_read_exactly_says_so(
+    raw: bytes,
+) -> None:
+    value = json_text.loads_inexact(raw)
+
+    if json_text.read_exactly(raw):
+        assert repr(value) == repr(json.loads(raw))
+    else:  # an integer past 64 bits: the same value, give or take its last digits
+        assert value == pytest.approx(json.loads(raw))
+
+
+def test_read_exactly_finds_every_integer_past_64_bits() -> None:
+    assert not json_text.read_exactly('{"n": 123456789012345678901234567890}')
+    assert not json_text.read_exactly(b"[-9223372036854775809]")
+    assert json_text.read_exactly('{"n": 123456789012345678, "s": "9999999999"}')  # 18 digits
+
+
+@pytest.mark.parametrize("read", [json_text.loads, json_text.loads_inexact])
 @pytest.mark.parametrize("raw", [b"", b"{", b'{"a": }', b"\xff", b"[1,]"])
-def test_it_refuses_what_json_refuses_with_the_same_error(raw: bytes) -> None:
+def test_it_refuses_what_json_refuses_with_the_same_error(read: Any, raw: bytes) -> None:
     with pytest.raises(ValueError) as expected:
         json.loads(raw)
     with pytest.raises(type(expected.value)) as got:
-        json_text.loads(raw)
+        read(raw)
 
     assert str(got.value) == str(expected.value)
 

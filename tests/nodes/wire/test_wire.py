@@ -376,3 +376,47 @@ def test_it_names_the_close_codes() -> None:
     assert wire.CLOSE_REASONS[4401] == "unauthorized"
     assert wire.MAX_FRAME_BYTES == 1024 * 1024
     assert wire.PROTOCOL_VERSION == 1
+
+
+def _outcome(text: str) -> tuple[str, str | None] | str:
+    try:
+        wire.decode(text)
+    except wire.FrameError as exc:
+        return (exc.code, exc.field)
+    return "taken"
+
+
+@pytest.mark.parametrize(
+    "run_id",
+    [
+        "r1",
+        "r" * wire.MAX_ID_CHARS,
+        "r" * (wire.MAX_ID_CHARS + 1),
+        "",
+        "r 1",
+        "r\t1",
+        "r\u0000",
+        "r\u007f",  # taken by the schema, not by the quick look at deltas
+        "r\u00a0",  # a no-break space is whitespace
+        "rün",
+        "\ud800",
+        5,
+        None,
+    ],
+)
+def test_a_delta_takes_and_refuses_the_run_ids_every_other_frame_does(run_id: Any) -> None:
+    # Deltas are settled in a few lookups before the schema (codec._is_relayed_event).
+    delta = _with(wire.run_delta("r", {"choices": []}), run_id=run_id)
+    cancel = _with(wire.run_cancel("r"), run_id=run_id)
+
+    assert _outcome(delta) == _outcome(cancel)
+
+
+@pytest.mark.parametrize("event", ["delta", "response"])
+@pytest.mark.parametrize("data", [[], "x", None, 1])
+def test_a_delta_or_response_without_an_object_is_refused_naming_data(
+    event: str, data: Any
+) -> None:
+    text = json.dumps({"type": "run.event", "run_id": "r1", "event": event, "data": data})
+
+    assert _outcome(text) == ("bad_field", "data")
