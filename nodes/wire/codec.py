@@ -266,7 +266,8 @@ def _parse(text: str) -> Any:
 
     A batch holds nothing but strings (its frames' texts, each read again on its own), so an
     integer past 64 bits in it cannot matter: it skips ``json_text``'s check for one, a pass
-    over the largest texts there are (a tenth of the Edge's decoding at 2,000 streams).
+    over the largest texts there are (230 ns for each frame it holds, which then take about
+    2,900 ns each to read and check).
     """
     value = json_text.loads_inexact(text)
     if type(value) is dict and value.get("type") == "batch":
