@@ -7,9 +7,11 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "iop_site.settings")
-    from iop_site import event_loop
+    from iop_site import event_loop, lean_imports
 
-    event_loop.install(sys.argv, os.environ)  # before Django loads daphne, which makes its loop
+    # Before Django loads daphne, which makes its loop and imports Twisted and autobahn.
+    event_loop.install(sys.argv, os.environ)
+    lean_imports.leave_out(sys.argv)
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)
