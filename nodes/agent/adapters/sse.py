@@ -19,6 +19,15 @@ from nodes.wire.mailbox import Mailbox
 MAX_EVENT_LINE_BYTES = wire.MAX_MESSAGE_BYTES
 
 
+def check_line_length(line_bytes: int) -> None:
+    """Raises AdapterError (``output_too_large``) for a line over MAX_EVENT_LINE_BYTES."""
+    if line_bytes > MAX_EVENT_LINE_BYTES:
+        raise AdapterError(
+            wire.ERROR_OUTPUT_TOO_LARGE,
+            f"upstream sent an event line over {MAX_EVENT_LINE_BYTES} bytes",
+        )
+
+
 async def read_rest(response: aiohttp.ClientResponse) -> None:
     """Read on to the end of the body, so its connection can go back to the pool.
 
@@ -50,7 +59,7 @@ class EventSplitter:
         if b"\n" not in chunk:
             self._unended.append(chunk)
             self._unended_bytes += len(chunk)
-            self._check(self._unended_bytes)
+            check_line_length(self._unended_bytes)
             return []
         if self._unended:
             chunk = b"".join((*self._unended, chunk))
@@ -60,7 +69,7 @@ class EventSplitter:
         if rest:
             self._unended.append(rest)
         self._unended_bytes = len(rest)
-        self._check(self._unended_bytes)
+        check_line_length(self._unended_bytes)
         return self._events(lines)
 
     def end(self) -> list[str]:
@@ -77,7 +86,7 @@ class EventSplitter:
         events = []
         data = self._data
         for raw in lines:
-            self._check(len(raw))
+            check_line_length(len(raw))
             line = raw.decode("utf-8", errors="replace").rstrip("\r")
             if not line:
                 if data:
@@ -88,14 +97,6 @@ class EventSplitter:
                 data.append(value[1:] if value.startswith(" ") else value)
         return events
 
-    @staticmethod
-    def _check(line_bytes: int) -> None:
-        if line_bytes > MAX_EVENT_LINE_BYTES:
-            raise AdapterError(
-                wire.ERROR_OUTPUT_TOO_LARGE,
-                f"upstream sent an event line over {MAX_EVENT_LINE_BYTES} bytes",
-            )
-
 
 async def body_events(content: aiohttp.StreamReader) -> AsyncGenerator[str, None]:
     """The ``data`` of each event of a body, taken off the connection as it arrives, then its
@@ -103,23 +104,27 @@ async def body_events(content: aiohttp.StreamReader) -> AsyncGenerator[str, None
 
     aiohttp raises a cut body at the next read even when data that came before the cut is still
     buffered; a relay held up by the websocket would lose it (llama.cpp cuts every stream right
-    after `[DONE]`). A task of its own reads what arrives the moment it does, and splits it into
-    events (``EventSplitter``). It holds at most what the websocket is behind by; the Edge bounds
-    a run's output and cancels it past that.
+    after `[DONE]`). A task of its own reads what arrives the moment it does and keeps it as it
+    came; the relay splits it into events (``EventSplitter``) as it gets to it. Held as the
+    bytes read, a token waiting for the websocket takes about 70 bytes less than as its event's
+    text in a list (docs/benchmarks.md). It holds at most what the websocket is behind by; the
+    Edge bounds a run's output and cancels it past that, and the reading task stops at a line
+    too long for the wire.
 
     A line may be as long as one event the wire carries: a Responses stream's closing events hold
     the whole answer.
     """
-    received: Mailbox[list[str] | BaseException | None] = Mailbox()
+    received: Mailbox[bytes | BaseException | None] = Mailbox()
     splitter = EventSplitter()
 
     async def pull() -> None:
+        unended = 0  # the bytes of the last line since its start, not ended yet
         try:
             while chunk := await content.readany():
-                if events := splitter.feed(chunk):
-                    received.put(events)
-            if events := splitter.end():
-                received.put(events)
+                end = chunk.rfind(b"\n")
+                unended = unended + len(chunk) if end < 0 else len(chunk) - end - 1
+                check_line_length(unended)
+                received.put(chunk)
         except Exception as exc:
             received.put(exc)
         else:
@@ -130,8 +135,10 @@ async def body_events(content: aiohttp.StreamReader) -> AsyncGenerator[str, None
         while (item := await received.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
-            for payload in item:
+            for payload in splitter.feed(item):
                 yield payload
+        for payload in splitter.end():
+            yield payload
     finally:
         puller.cancel()
         # Gone before anyone else reads the body (the rest of a finished stream is read to reuse

@@ -587,6 +587,31 @@ async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewh
     assert rest == ["[DONE]"]
 
 
+async def test_a_line_too_long_for_the_wire_stops_the_reading_while_the_reader_is_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sse_module, "MAX_EVENT_LINE_BYTES", 1024)
+    content = aiohttp.StreamReader(
+        mock.Mock(_reading_paused=False), 2**16, loop=asyncio.get_running_loop()
+    )
+    payloads = body_events(content)
+    first = asyncio.ensure_future(anext(payloads))
+    content.feed_data(b"data: all\n\n")
+    assert await first == "all"
+    # The reader is busy; a line grows past the bound, in pieces, and more follows.
+    for _ in range(3):
+        content.feed_data(b"data: " + b"x" * 500)
+        await asyncio.sleep(0)
+    content.feed_data(b"left unread")
+    await asyncio.sleep(0)
+
+    with pytest.raises(AdapterError) as caught:
+        await anext(payloads)
+    assert caught.value.code == "output_too_large"
+    assert caught.value.message == "upstream sent an event line over 1024 bytes"
+    assert content.read_nowait() == b"left unread"
+
+
 async def test_a_chunk_longer_than_aiohttps_default_line_limit_is_relayed(
     upstream: FakeUpstream,
 ) -> None:
