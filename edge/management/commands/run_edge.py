@@ -85,7 +85,13 @@ class Command(BaseCommand):
         from daphne.server import Server
         from twisted.internet import defer, reactor
 
-        from iop_site import autobahn_debug_args, daphne_http_module, daphne_reaping, daphne_tuning
+        from iop_site import (
+            autobahn_debug_args,
+            daphne_http_module,
+            daphne_input_queue,
+            daphne_reaping,
+            daphne_tuning,
+        )
         from iop_site.asgi import application
 
         electors: list[RunningElector] = []  # held for the process's life
@@ -93,6 +99,7 @@ class Command(BaseCommand):
         daphne_tuning.install()
         daphne_reaping.install()
         daphne_http_module.install()
+        daphne_input_queue.install()
         autobahn_debug_args.install()
         log.info("open files limit: %d", raise_open_files_limit())
         # The event loop gives the interpreter up at every system call (each socket read and
