@@ -4,7 +4,7 @@ import asyncio
 import json
 import math
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 from unittest import mock
 
@@ -565,9 +565,10 @@ async def test_its_probe_is_unhealthy_when_upstream_is_unreachable() -> None:
     assert detail.startswith("GET /models failed:")
 
 
-async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewhere() -> None:
-    # aiohttp raises a cut at the next read even with lines still buffered; the relay may be
-    # held up by the websocket exactly then (llama.cpp cuts every stream right after [DONE]).
+async def a_body_whose_reader_took_its_first_event() -> tuple[
+    aiohttp.StreamReader, AsyncGenerator[str, None]
+]:
+    """A body as aiohttp reads it, and its events, the first ("all") read already."""
     content = aiohttp.StreamReader(
         mock.Mock(_reading_paused=False), 2**16, loop=asyncio.get_running_loop()
     )
@@ -575,6 +576,13 @@ async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewh
     first = asyncio.ensure_future(anext(payloads))
     content.feed_data(b"data: all\n\n")
     assert await first == "all"
+    return content, payloads
+
+
+async def test_lines_received_before_a_cut_survive_a_reader_that_was_busy_elsewhere() -> None:
+    # aiohttp raises a cut at the next read even with lines still buffered; the relay may be
+    # held up by the websocket exactly then (llama.cpp cuts every stream right after [DONE]).
+    content, payloads = await a_body_whose_reader_took_its_first_event()
     # The reader is busy: more arrives, then the cut, before it asks again.
     content.feed_data(b"data: [DONE]\n\n")
     await asyncio.sleep(0)  # one loop turn: the connection's data is handled before its close
@@ -591,13 +599,7 @@ async def test_a_line_too_long_for_the_wire_stops_the_reading_while_the_reader_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sse_module, "MAX_EVENT_LINE_BYTES", 1024)
-    content = aiohttp.StreamReader(
-        mock.Mock(_reading_paused=False), 2**16, loop=asyncio.get_running_loop()
-    )
-    payloads = body_events(content)
-    first = asyncio.ensure_future(anext(payloads))
-    content.feed_data(b"data: all\n\n")
-    assert await first == "all"
+    content, payloads = await a_body_whose_reader_took_its_first_event()
     # The reader is busy; a line grows past the bound, in pieces, and more follows.
     for _ in range(3):
         content.feed_data(b"data: " + b"x" * 500)
