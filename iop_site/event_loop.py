@@ -23,10 +23,15 @@ class EventLoopChoiceError(SystemExit):
     """``IOP_EVENT_LOOP`` names no loop this Edge runs on."""
 
 
+def serves(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is the command that serves (`manage.py run_edge ...`)."""
+    return len(argv) >= 2 and argv[1] in SERVING_COMMANDS
+
+
 def install(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
     """For a serving command, make the loops created from now on the chosen kind; the kind
     chosen, or None for any other command (which keeps the standard loop)."""
-    if len(argv) < 2 or argv[1] not in SERVING_COMMANDS:
+    if not serves(argv):
         return None
     choice = environ.get("IOP_EVENT_LOOP", UVLOOP).strip().lower() or UVLOOP
     if choice not in LOOPS:

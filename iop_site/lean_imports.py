@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from iop_site.event_loop import SERVING_COMMANDS
+from iop_site.event_loop import serves
 
 UNUSED_MODULES = ("OpenSSL",)
 PACKAGES_OF_SUBMODULES = ("autobahn.twisted",)
@@ -29,7 +29,7 @@ PACKAGES_OF_SUBMODULES = ("autobahn.twisted",)
 
 def leave_out(argv: Sequence[str]) -> bool:
     """For the serving command, keep what it never uses from loading; whether it was done."""
-    if len(argv) < 2 or argv[1] not in SERVING_COMMANDS:
+    if not serves(argv):
         return False
     for name in UNUSED_MODULES:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # imports of it fail
