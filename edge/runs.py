@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from edge.dispatch import UNSHARED, DispatchError, Lease, ProviderPool, Share
 from edge.runtime import EdgeRuntime
@@ -42,6 +42,9 @@ PROVIDER_FAILURES = frozenset(
 )
 RATE_LIMITED = 429
 REQUEST_TIMEOUT = 408
+# One streamed chunk as the Node sent it: the upstream's dict, or (``relay_as``) the JSON text
+# the caller gets.
+Chunk = dict[str, Any] | str
 _run_ids = itertools.count(1)
 _run_prefix = os.urandom(4).hex()
 
@@ -113,9 +116,12 @@ class ActiveRun:
     finish_reason (the upstream's own closing chunk).
     """
 
-    def __init__(self, lease: Lease, session: NodeSession) -> None:
+    def __init__(
+        self, lease: Lease, session: NodeSession, relay_as: wire.RelayAs | None = None
+    ) -> None:
         self.lease = lease
         self.session = session
+        self.relay_as = relay_as
         self.run_id = f"run-{_run_prefix}-{next(_run_ids)}"
         self.stream: RunStream = session.open_run(self.run_id)
         self.finished = False
@@ -136,8 +142,9 @@ class ActiveRun:
             self._end(event, data)
         self._first_event = (event, data)
 
-    async def delta_batches(self) -> AsyncIterator[list[dict[str, Any]]]:
-        """The Node's chat.completion.chunk dicts, as many at a time as have arrived.
+    async def delta_batches(self) -> AsyncIterator[list[Chunk]]:
+        """The Node's chat.completion.chunk dicts (or, when the run asked with ``relay_as``,
+        the texts of its ``chunk`` events), as many at a time as have arrived.
 
         Returns after `done`; raises RunFailed on an error, the Node's or the deadline's.
         Handing over what has already arrived in one go lets the caller write it in one send.
@@ -145,10 +152,13 @@ class ActiveRun:
         """
         while True:
             events = [await self._next_event(), *self.stream.drain()]
-            batch = []
+            batch: list[Chunk] = []
             for event, data in events:
                 if event == "delta":
                     batch.append(data)
+                    continue
+                if event == "chunk" and self.relay_as is not None:
+                    batch.append(data["text"])
                     continue
                 if event == "response":
                     self.response = data
@@ -161,10 +171,11 @@ class ActiveRun:
                 yield batch
 
     async def deltas(self) -> AsyncIterator[dict[str, Any]]:
-        """The same, one chunk at a time."""
+        """The same, one chunk at a time, for a run that did not ask for texts: a ``chunk``
+        event fails such a run (``_end``), so all it yields are dicts."""
         async for batch in self.delta_batches():
             for chunk in batch:
-                yield chunk
+                yield cast("dict[str, Any]", chunk)
 
     async def _next_event(self) -> tuple[str, dict[str, Any]]:
         if self._first_event is None:
@@ -185,7 +196,12 @@ class ActiveRun:
             self.finish_sent = bool(data.get("finish_sent", False))
             self.status = "ok"
             return
-        self.failure = run_failure(self.lease, data)
+        if event == "chunk":  # one the run did not ask for
+            self.failure = RunFailed(
+                wire.ERROR_INTERNAL, f"node {self.lease.node_id} sent a chunk text unasked"
+            )
+        else:
+            self.failure = run_failure(self.lease, data)
         self.status = self.failure.code
         raise self.failure
 
@@ -217,6 +233,7 @@ async def open_run(
     endpoint: wire.Endpoint = wire.DEFAULT_ENDPOINT,
     avoid: frozenset[str] = frozenset(),
     share: Share = UNSHARED,
+    relay_as: wire.RelayAs | None = None,
 ) -> AsyncIterator[ActiveRun]:
     """Acquire a lease (raising DispatchError), start the run on its Node, await its first event.
 
@@ -228,7 +245,8 @@ async def open_run(
     starts, so a caller that leaves before the first event still knows where its run was.
     ``endpoint``: the OpenAI endpoint ``request`` is a body of; ``avoid``: providers no attempt
     may go to (a follow-up pinned to the provider holding its state leaves out all the others);
-    ``share``: whose request it is, for the pool's fair queuing.
+    ``share``: whose request it is, for the pool's fair queuing; ``relay_as``: the id and model
+    of the caller's chunks, which the Node then writes as the caller gets them.
     """
     failover = _Failover(
         runtime, model, estimated_input_tokens, timeout_s, on_attempt, avoid, share
@@ -237,7 +255,9 @@ async def open_run(
         lease = await failover.next_lease()
         serving = False
         try:
-            async with _run_on(runtime, lease, request, endpoint, failover.deadline) as run:
+            async with _run_on(
+                runtime, lease, request, endpoint, failover.deadline, relay_as
+            ) as run:
                 failover.describe(run)
                 await run.started()
                 serving = True
@@ -366,6 +386,7 @@ async def _run_on(
     request: Mapping[str, Any],
     endpoint: wire.Endpoint,
     deadline: float,
+    relay_as: wire.RelayAs | None = None,
 ) -> AsyncIterator[ActiveRun]:
     """One attempt: the run sent to the lease's Node. The lease is released when the block
     ends, after the attempt's outcome went to the provider's passive health."""
@@ -375,7 +396,7 @@ async def _run_on(
         session = runtime.nodes.ready(lease.node_id)
         if session is None:
             raise RunFailed(NODE_DISCONNECTED, f"node {lease.node_id} is not connected")
-        run = ActiveRun(lease, session)
+        run = ActiveRun(lease, session, relay_as)
         # One timer per run: at the deadline the run's own stream says so.
         deadline_timer = loop.call_at(deadline, run.stream.push, DEADLINE_EXCEEDED, {})
         body = dict(request, model=lease.served_model)
@@ -387,6 +408,7 @@ async def _run_on(
             body,
             time.time() + (deadline - loop.time()),
             endpoint=endpoint,
+            relay_as=relay_as,
         )
         try:
             await session.send(frame)

@@ -2,7 +2,9 @@
 
 Both relay the upstream's answer whole, with only its `id` (one per request, whichever provider
 answered) and `model` (the caller's name for it) changed; a stream carries one usage chunk when
-`stream_options.include_usage` asks for it, and a closing chunk when the upstream sent none.
+`stream_options.include_usage` asks for it, and a closing chunk when the upstream sent none. A
+stream's chunks come from the Node with them changed already (``relay_as``), as the text the
+caller gets: the Edge writes them as they are.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from edge.openai_api.errors import APIError
 from edge.openai_api.flow import Call, Endpoint, StreamFormat
 from edge.openai_api.requests import MAX_TOKENS_KEYS, OpenAIRequest, parse_chat_request
 from edge.openai_api.responses import SSE_DONE, sse_event
-from edge.runs import ActiveRun, CompletedRun
+from edge.runs import ActiveRun, Chunk, CompletedRun
 from nodes import wire
 
 ChoicesOf = Callable[[tuple[dict[str, Any], ...], str | None], list[dict[str, Any]]]
@@ -60,12 +62,22 @@ class _ChunkAnswers:
             "choices": self.choices_of(run.chunks, run.finish_reason),
         }
 
-    def encode(self, call: Call, run: ActiveRun, batch: list[dict[str, Any]]) -> bytes:
-        answer_id, model = self.answer_id(call), call.request.model
+    def relay_as(self, call: Call) -> wire.RelayAs:
+        return {"id": self.answer_id(call), "model": call.request.model}
+
+    def encode(self, call: Call, run: ActiveRun, batch: list[Chunk]) -> bytes:
+        events = []
         for chunk in batch:
-            chunk["id"], chunk["model"] = answer_id, model
+            if isinstance(chunk, str):
+                # Written by the Node as the caller gets it. A lone surrogate, which only a
+                # faulty Node sends, becomes "?": the stream stays UTF-8.
+                events.append(b"data: " + chunk.encode(errors="replace") + b"\n\n")
+                continue
+            # From a Node older than relay_as: as the upstream sent it.
+            chunk["id"], chunk["model"] = self.answer_id(call), call.request.model
             chunk.pop("usage", None)  # the caller gets one usage chunk, the Edge's
-        return b"".join(map(sse_event, batch))
+            events.append(sse_event(chunk))
+        return b"".join(events)
 
     def tail(self, call: Call, run: ActiveRun, counts: dict[str, Any]) -> bytes:
         tail = b""
@@ -98,7 +110,7 @@ class _ChunkAnswers:
             parse=parse,
             max_tokens_keys=max_tokens_keys,
             build=self.build,
-            stream=StreamFormat(self.encode, _error_event, self.tail),
+            stream=StreamFormat(self.encode, _error_event, self.tail, self.relay_as),
         )
 
 

@@ -25,7 +25,7 @@ from edge.openai_api.errors import APIError
 from edge.openai_api.exchange import Exchange, Receive
 from edge.openai_api.requests import OpenAIRequest, apply_generation_policy, parse_json_body
 from edge.openai_api.responses import SSE_HEADERS, Headers, Send, send_json
-from edge.runs import ActiveRun, CompletedRun, RunFailed, complete_run, open_run
+from edge.runs import ActiveRun, Chunk, CompletedRun, RunFailed, complete_run, open_run
 from edge.runtime import EdgeRuntime
 from edge.usage import Usage
 from nodes import wire
@@ -50,12 +50,15 @@ class Call:
 class StreamFormat:
     """How a streamed run reaches the caller as server-sent events."""
 
-    # One batch of the run's `delta` events, as the caller gets them.
-    encode: Callable[[Call, ActiveRun, list[dict[str, Any]]], bytes]
+    # One batch of the run's `delta` events (or `chunk` texts), as the caller gets them.
+    encode: Callable[[Call, ActiveRun, list[Chunk]], bytes]
     # The stream's last event when the run fails after the stream started.
     error: Callable[[APIError], bytes]
     # What follows the run's last event (closing and usage chunks, `[DONE]`), given its usage.
     tail: Callable[[Call, ActiveRun, dict[str, Any]], bytes]
+    # The id and model the Node writes the run's chunks with, ready for the caller (``chunk``
+    # events); None: the Node sends them as the upstream did.
+    relay_as: Callable[[Call], wire.RelayAs] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,8 @@ async def serve(
     watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, asyncio.current_task()))
     try:
         if request.stream and endpoint.stream is not None:
+            relay_as = endpoint.stream.relay_as
+            run_options["relay_as"] = None if relay_as is None else relay_as(call)
             async with open_run(*run_args, **run_options) as run:
                 exchange.headers += _decision_headers(run)
                 await _relay_stream(call, endpoint.stream, run, send)

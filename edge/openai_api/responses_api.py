@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from edge.openai_api.assemble import BAD_NODE_RESPONSE
 from edge.openai_api.endpoint_requests import (
@@ -19,7 +19,7 @@ from edge.openai_api.endpoint_requests import (
 )
 from edge.openai_api.errors import APIError
 from edge.openai_api.flow import Call, Endpoint, StreamFormat
-from edge.runs import ActiveRun, CompletedRun, RunFailed
+from edge.runs import ActiveRun, Chunk, CompletedRun, RunFailed
 
 COMPLETED = "response.completed"
 # An event's `type` goes out as its SSE `event:` line: only a plain name may (no line breaks).
@@ -38,9 +38,9 @@ def _build(call: Call, run: CompletedRun) -> dict[str, Any]:
     return {**response, "model": call.request.model}
 
 
-def _encode(call: Call, run: ActiveRun, batch: list[dict[str, Any]]) -> bytes:
+def _encode(call: Call, run: ActiveRun, batch: list[Chunk]) -> bytes:
     parts = []
-    for event in batch:
+    for event in cast("list[dict[str, Any]]", batch):  # no relay_as: the events as sent
         response = event.get("response")
         if isinstance(response, dict):  # response.created, .in_progress, .completed, ...
             response["model"] = call.request.model

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
+from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
@@ -23,6 +24,7 @@ from nodes.agent.env_access import EnvAccess
 from nodes.agent.health import HealthMap, HealthMonitor
 from nodes.agent.outbox import Outbox
 from nodes.agent.registry import AdapterFactory, Registry, RegistrySlot, RouteError
+from nodes.wire import json_text
 from nodes.wire.pacing import beats
 
 logger = logging.getLogger(__name__)
@@ -336,9 +338,10 @@ async def serve_run(
                 adapter.stream(frame["request"], frame["target"], wire.endpoint_of(frame))
             ) as events,
         ):
+            delta_event = _delta_event(frame)
             async for event in events:
                 if isinstance(event, Delta):
-                    await send(wire.run_delta(run_id, event.chunk))
+                    await send(delta_event(run_id, event.chunk))
                 elif isinstance(event, Response):
                     await send(wire.run_response(run_id, event.completion))
                 else:
@@ -358,6 +361,23 @@ async def serve_run(
         error = wire.run_error(run_id, wire.ERROR_INTERNAL, f"node error: {exc}")
     with contextlib.suppress(ConnectionClosed):
         await send(error)
+
+
+def _delta_event(frame: wire.RunRequest) -> Callable[[str, dict[str, Any]], wire.RunEvent]:
+    """How a run's chunks travel: as its caller gets them when the Edge asked (``relay_as``:
+    the Edge then relays their text as it is), else as the upstream sent them."""
+    relay_as = frame.get("relay_as")
+    if relay_as is None or wire.endpoint_of(frame) not in wire.CHUNK_ENDPOINTS:
+        return wire.run_delta
+    answer_id, model = relay_as["id"], relay_as["model"]
+
+    def chunk_event(run_id: str, chunk: dict[str, Any]) -> wire.RunEvent:
+        chunk["id"], chunk["model"] = answer_id, model
+        chunk.pop("usage", None)  # the caller gets one usage chunk, the Edge's
+        # Valid UTF-8 as text: a lone surrogate the upstream sent stays escaped.
+        return wire.run_chunk(run_id, json_text.dumps_bytes(chunk).decode())
+
+    return chunk_event
 
 
 async def heartbeat(send: Callable[[wire.Frame], Awaitable[None]]) -> None:

@@ -86,6 +86,7 @@ _is_revision = _matcher(rf"[A-Za-z0-9:._+-]{{1,{MAX_REVISION_CHARS}}}")
 _is_version = _matcher(rf"[!-~]{{1,{MAX_VERSION_CHARS}}}")  # printable ASCII
 _is_message = _at_most(MAX_MESSAGE_CHARS)
 _is_detail = _at_most(MAX_DETAIL_CHARS)
+_is_model_name = _at_most(MAX_ID_CHARS)  # a caller's name for a model, as the Edge serves it
 _is_short = _at_most(MAX_CODE_CHARS)  # an upstream's own words for a code or finish reason
 _SHORT_KIND = f"a string of at most {MAX_CODE_CHARS} characters"
 
@@ -147,6 +148,7 @@ _KIND: dict[_Check, str] = {
     _is_version: f"a version (1 to {MAX_VERSION_CHARS} printable ASCII characters)",
     _is_message: f"a string of at most {MAX_MESSAGE_CHARS} characters",
     _is_detail: f"a string of at most {MAX_DETAIL_CHARS} characters",
+    _is_model_name: f"a string of at most {MAX_ID_CHARS} characters",
     _is_int: "an integer",
     _is_number: "a finite number",
     _is_bool: "a boolean",
@@ -200,6 +202,7 @@ _SCHEMA: dict[str, tuple[_Field, ...]] = {
         _field("request", _is_object),
         _field("deadline", _is_number),
         _field("endpoint", _is_endpoint, required=False),
+        _field("relay_as", _is_object, required=False),
     ),
     "run.event": (
         _field("run_id", _is_id),
@@ -264,32 +267,48 @@ def decode(
 def _parse(text: str) -> Any:
     """The JSON value of a frame's text.
 
-    A batch holds nothing but strings (its frames' texts, each read again on its own), so an
-    integer past 64 bits in it cannot matter: it skips ``json_text``'s check for one, a pass
-    over the largest texts there are (230 ns for each frame it holds, which then take about
-    2,900 ns each to read and check).
+    A batch holds nothing but strings (its frames' texts, each read again on its own), and so
+    does a run's ``chunk`` (the caller's chunk as text), so an integer past 64 bits in them
+    cannot matter: they skip ``json_text``'s check for one, a pass over the largest texts there
+    are (230 ns for each frame a batch holds, and a third of the time a chunk takes).
     """
     value = json_text.loads_inexact(text)
-    if type(value) is dict and value.get("type") == "batch":
-        return value
+    if type(value) is dict:
+        kind = value.get("type")
+        if kind == "batch" or (kind == "run.event" and value.get("event") == "chunk"):
+            return value
     return value if json_text.read_exactly(text) else json_text.loads(text)
 
 
 def _is_relayed_event(frame: dict[str, Any]) -> bool:
-    """A run's ``delta`` or ``response``, well formed: most of the frames there are, settled
-    in a few lookups. Anything else, or anything in doubt, goes through the schema, which
-    names what is wrong."""
+    """A run's ``delta``, ``chunk`` or ``response``, well formed: most of the frames there are,
+    settled in a few lookups. Anything else, or anything in doubt, goes through the schema,
+    which names what is wrong."""
     event = frame.get("event")
     run_id = frame.get("run_id")
+    data = frame.get("data")
     return (
-        (event == "delta" or event == "response")
-        and type(frame.get("data")) is dict
+        type(data) is dict
+        and (event == "delta" or event == "response" or (event == "chunk" and _is_chunk(data)))
         and type(run_id) is str
         and 0 < len(run_id) <= MAX_ID_CHARS
         # What _is_id takes, narrowed to printable ASCII without the space: no expression.
         and run_id.isascii()
         and run_id.isprintable()
         and " " not in run_id
+    )
+
+
+def _is_chunk(data: dict[str, Any]) -> bool:
+    """A ``chunk``'s data: its text one line of a JSON object, which the Edge writes as one
+    server-sent event's data (a line break in it would end the event early)."""
+    text = data.get("text")
+    return (
+        type(text) is str
+        and text.startswith("{")
+        and text.endswith("}")
+        and "\n" not in text
+        and "\r" not in text
     )
 
 
@@ -325,6 +344,9 @@ def _bad(frame_type: str, field: str, kind: str) -> FrameError:
 def _check_nested(frame_type: str, frame: dict[str, Any]) -> None:
     if frame_type == "run.event":
         _check_run_event(frame["event"], frame["data"])
+    elif frame_type == "run.request":
+        if "relay_as" in frame:
+            _check_relay_as(frame["relay_as"])
     elif frame_type == "hello":
         if frame["protocol"] != PROTOCOL_VERSION:
             raise FrameError(
@@ -353,9 +375,20 @@ def _check_nested(frame_type: str, frame: dict[str, Any]) -> None:
                 raise _bad(frame_type, f"providers.{pid}.detail", _KIND[_is_detail])
 
 
+def _check_relay_as(relay_as: dict[str, Any]) -> None:
+    if not _is_id(relay_as.get("id")):
+        raise _bad("run.request", "relay_as.id", _ID_KIND)
+    if not _is_model_name(relay_as.get("model")):
+        raise _bad("run.request", "relay_as.model", _KIND[_is_model_name])
+
+
 def _check_run_event(event: str, data: dict[str, Any]) -> None:
     if event == "delta" or event == "response":
         return  # an OpenAI chat.completion(.chunk), relayed as is
+    if event == "chunk":
+        if not _is_chunk(data):
+            raise _bad("run.event", "data.text", "one line of JSON text, an object")
+        return
     if event == "done":
         usage = data.get("usage")
         if type(usage) is not dict:
@@ -384,4 +417,4 @@ def _check_run_event(event: str, data: dict[str, Any]) -> None:
         if upstream_code is not None and not _is_short(upstream_code):
             raise _bad("run.event", "data.upstream_code", f"{_SHORT_KIND} or null")
         return
-    raise _bad("run.event", "event", "'delta', 'response', 'done' or 'error'")
+    raise _bad("run.event", "event", "'delta', 'chunk', 'response', 'done' or 'error'")

@@ -122,8 +122,18 @@ class ProviderHealth(TypedDict):
 # The OpenAI endpoint a run is for; ``request`` is that endpoint's body.
 Endpoint = Literal["chat.completions", "completions", "embeddings", "responses"]
 ENDPOINTS: tuple[Endpoint, ...] = ("chat.completions", "completions", "embeddings", "responses")
+# The endpoints whose streams are made of chunks with an ``id`` and a ``model`` (``relay_as``).
+CHUNK_ENDPOINTS: frozenset[Endpoint] = frozenset({"chat.completions", "completions"})
 # What a run.request without ``endpoint`` (from an Edge older than the field) is for.
 DEFAULT_ENDPOINT: Endpoint = "chat.completions"
+
+
+class RelayAs(TypedDict):
+    """What a streamed run's chunks carry as its caller gets them: the answer's id, and the
+    model as the caller named it."""
+
+    id: str
+    model: str
 
 
 class RunRequest(TypedDict):
@@ -135,6 +145,9 @@ class RunRequest(TypedDict):
     request: dict[str, Any]
     deadline: float
     endpoint: NotRequired[Endpoint]  # absent: DEFAULT_ENDPOINT
+    # A streamed chat or completions run: the Node sends each chunk with this id and model, as
+    # the JSON text the caller gets (``chunk`` events). Absent: ``delta`` events, as sent.
+    relay_as: NotRequired[RelayAs]
 
 
 class Usage(TypedDict):
@@ -155,6 +168,11 @@ class DoneData(TypedDict):
     finish_sent: NotRequired[bool]
 
 
+class ChunkData(TypedDict):
+    # One chunk's JSON text on one line, its id and model as relay_as says, without usage.
+    text: str
+
+
 class ErrorData(TypedDict):
     code: str
     message: str
@@ -168,9 +186,10 @@ class ErrorData(TypedDict):
 class RunEvent(TypedDict):
     type: Literal["run.event"]
     run_id: str
-    event: Literal["delta", "response", "done", "error"]
+    event: Literal["delta", "chunk", "response", "done", "error"]
     # delta: one streamed event as the upstream sent it (a chat.completion.chunk or
     # text_completion chunk, usage lifted into `done`; a Responses API event as is);
+    # chunk: ChunkData, such a chunk as the caller gets it (the run.request's relay_as);
     # response: the whole non-streamed answer as the upstream sent it (a chat.completion,
     # text_completion, embeddings list or Response object); done: DoneData; error: ErrorData
     data: Mapping[str, Any]
@@ -315,8 +334,9 @@ def run_request(
     deadline: float,
     *,
     endpoint: Endpoint = DEFAULT_ENDPOINT,
+    relay_as: RelayAs | None = None,
 ) -> RunRequest:
-    return {
+    frame: RunRequest = {
         "type": "run.request",
         "run_id": run_id,
         "provider_id": provider_id,
@@ -326,6 +346,9 @@ def run_request(
         "deadline": deadline,
         "endpoint": endpoint,
     }
+    if relay_as is not None:
+        frame["relay_as"] = relay_as
+    return frame
 
 
 def endpoint_of(frame: RunRequest) -> Endpoint:
@@ -335,6 +358,12 @@ def endpoint_of(frame: RunRequest) -> Endpoint:
 
 def run_delta(run_id: str, chunk: dict[str, Any]) -> RunEvent:
     return {"type": "run.event", "run_id": run_id, "event": "delta", "data": chunk}
+
+
+def run_chunk(run_id: str, text: str) -> RunEvent:
+    """A chunk as its caller gets it (``relay_as``): ``text`` is its JSON on one line."""
+    data: ChunkData = {"text": text}
+    return {"type": "run.event", "run_id": run_id, "event": "chunk", "data": data}
 
 
 def run_response(run_id: str, completion: dict[str, Any]) -> RunEvent:

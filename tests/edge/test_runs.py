@@ -18,6 +18,7 @@ from edge.runs import (
     open_run,
 )
 from edge.runtime import EdgeRuntime
+from nodes import wire
 from nodes.sessions import NODE_DISCONNECTED, NodeSession
 from tests.edge.dispatch.pool_helpers import wait_until
 
@@ -132,6 +133,36 @@ async def test_it_keeps_the_usage_details_and_that_the_finish_was_relayed() -> N
             pass
 
     assert (run.usage, run.finish_reason, run.finish_sent) == (usage, "length", True)
+
+
+CHUNK_TEXT = '{"id":"chatcmpl-1","model":"m","choices":[]}'
+
+
+async def test_a_run_asking_relay_as_says_so_and_gets_its_chunks_texts() -> None:
+    relay_as: wire.RelayAs = {"id": "chatcmpl-1", "model": "m"}
+    # A Node older than relay_as sends dicts still: both reach the caller, in order.
+    runtime, link = make_runtime(
+        [("chunk", {"text": CHUNK_TEXT}), ("delta", DELTA), ("done", DONE)]
+    )
+
+    async with open_run(runtime, "m", REQUEST, 10, timeout_s=5, relay_as=relay_as) as run:
+        batches = [batch async for batch in run.delta_batches()]
+
+    assert link.requests[0]["relay_as"] == relay_as
+    assert [chunk for batch in batches for chunk in batch] == [CHUNK_TEXT, DELTA]
+    assert run.status == "ok"
+
+
+async def test_a_chunk_text_the_run_did_not_ask_for_fails_it() -> None:
+    runtime, link = make_runtime([("chunk", {"text": CHUNK_TEXT}), ("done", DONE)])
+
+    with pytest.raises(RunFailed) as caught:
+        await complete_run(runtime, "m", REQUEST, 10, timeout_s=5)
+
+    assert "relay_as" not in link.requests[0]
+    assert caught.value.code == wire.ERROR_INTERNAL
+    assert "chunk text" in caught.value.message
+    assert in_flight(runtime) == 0
 
 
 async def test_it_cancels_the_run_on_the_node_when_the_caller_leaves() -> None:

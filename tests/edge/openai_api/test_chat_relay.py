@@ -210,3 +210,53 @@ async def test_a_stream_without_its_own_closing_chunk_gets_the_edges(runtime) ->
     *chunks, _ = sse(body)
     assert [c["choices"][0]["finish_reason"] for c in chunks] == [None, "stop"]
     assert all("usage" not in c for c in chunks)
+
+
+class RelayingNode(ScriptedNode):
+    """A Node that writes each chunk as the caller gets it, with the run.request's relay_as."""
+
+    def __init__(self, chunks: list[dict[str, Any]], texts: list[str] | None = None) -> None:
+        super().__init__([])
+        self.chunks = chunks
+        self.texts = texts
+        self.requests: list[Any] = []
+
+    async def send_frame(self, frame: Any) -> None:
+        if frame["type"] == "run.request":
+            self.requests.append(frame)
+            relay_as = frame["relay_as"]
+            texts = self.texts or [
+                json.dumps({**chunk, **relay_as}, separators=(",", ":")) for chunk in self.chunks
+            ]
+            done = {"usage": USAGE, "finish_reason": "stop", "finish_sent": True}
+            self.events = [*(("chunk", {"text": text}) for text in texts), ("done", done)]
+        await super().send_frame(frame)
+
+
+def relay_with(runtime: EdgeRuntime, node: RelayingNode) -> None:
+    session, _ = runtime.nodes.attach("node-a", node)
+    node.session = session
+    runtime.nodes.mark_ready(session, runtime.config.revision)
+
+
+async def test_a_stream_goes_out_as_the_node_wrote_it_for_the_caller(runtime) -> None:
+    node = RelayingNode([chunk(role="assistant", content="hi"), chunk("stop")])
+    relay_with(runtime, node)
+
+    _, body = await call(stream=True, stream_options={"include_usage": True})
+
+    [request] = node.requests
+    assert request["relay_as"] == {"id": f"chatcmpl-{REQUEST_ID}", "model": "m"}
+    texts = [data["text"] for _, data in node.events[:-1]]
+    assert body.startswith(b"".join(b"data: %s\n\n" % text.encode() for text in texts))
+    *chunks, usage_chunk, done = sse(body)
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None, "stop"]
+    assert (usage_chunk["usage"], done) == (USAGE, "[DONE]")
+
+
+async def test_a_lone_surrogate_from_a_faulty_node_leaves_the_stream_utf8(runtime) -> None:
+    relay_with(runtime, RelayingNode([], texts=['{"choices":[],"x":"\ud800"}']))
+
+    _, body = await call(stream=True)
+
+    assert body.decode().startswith('data: {"choices":[],"x":"?"}\n\n')

@@ -25,6 +25,10 @@ EVERY_FRAME: list[wire.Frame] = [
     wire.provider_health({"p1": (True, "ok"), "p2": (False, "HTTP 500")}),
     wire.run_request("r1", "p1", "echo", "m", {"model": "m", "messages": []}, 1700000000.5),
     wire.run_delta("r1", CHUNK),
+    wire.run_request(
+        "r1", "p1", "echo", "m", {"stream": True}, 1.5, relay_as={"id": "c-1", "model": "my m"}
+    ),
+    wire.run_chunk("r1", json.dumps(CHUNK)),
     wire.run_done("r1", USAGE, "stop"),
     wire.run_error("r1", "upstream_error", "upstream HTTP 503: busy", 503),
     wire.run_error("r1", "node_draining", "node is draining"),
@@ -420,3 +424,51 @@ def test_a_delta_or_response_without_an_object_is_refused_naming_data(
     text = json.dumps({"type": "run.event", "run_id": "r1", "event": event, "data": data})
 
     assert _outcome(text) == ("bad_field", "data")
+
+
+def test_the_delta_run_ids_hold_for_chunks_too() -> None:
+    for run_id in ("r1", "", "r 1", "\ud800", 5):
+        chunk = _with(wire.run_chunk("r", '{"choices":[]}'), run_id=run_id)
+        cancel = _with(wire.run_cancel("r"), run_id=run_id)
+        assert _outcome(chunk) == _outcome(cancel)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"choices":[]}\n\ndata: {"injected":true}',  # would end the caller's event early
+        '{"choices":[]}\r',
+        "[1, 2]",
+        "",
+        None,
+        {"choices": []},
+    ],
+)
+def test_a_chunk_must_be_one_line_of_a_json_object(text: Any) -> None:
+    frame = {"type": "run.event", "run_id": "r1", "event": "chunk", "data": {"text": text}}
+
+    assert _outcome(json.dumps(frame)) == ("bad_field", "data.text")
+
+
+def test_a_chunks_text_keeps_long_numbers_exact() -> None:
+    text = '{"id":"x","choices":[],"seed":123456789012345678901234567890}'
+    frame = wire.decode(wire.encode(wire.run_chunk("r1", text)))
+
+    assert frame["data"]["text"] == text
+
+
+@pytest.mark.parametrize(
+    ("relay_as", "field"),
+    [
+        ({"model": "m"}, "relay_as.id"),
+        ({"id": "has space", "model": "m"}, "relay_as.id"),
+        ({"id": "c-1"}, "relay_as.model"),
+        ({"id": "c-1", "model": "m" * (wire.MAX_ID_CHARS + 1)}, "relay_as.model"),
+        ("c-1", "relay_as"),
+    ],
+)
+def test_a_relay_as_is_an_answer_id_and_a_model_name(relay_as: Any, field: str) -> None:
+    with pytest.raises(wire.FrameError) as caught:
+        wire.decode(_with(REQUEST, relay_as=relay_as))
+
+    assert (caught.value.code, caught.value.field) == ("bad_field", field)
