@@ -5,7 +5,10 @@
   two ``epoll_ctl`` calls and a loop turn for every write, and a streaming Edge writes once per
   token per caller. Here a socket with data to send gets one call at the loop's next turn that
   sends what gathered by then (writes made in the same turn still leave in one ``send``); only
-  what the socket did not take waits for writability, as before.
+  what the socket did not take waits for writability, as before. That call is the reactor's own
+  write step, without the log context Twisted puts around each one (a ``system`` prefix for
+  legacy log lines, the connection's ``logPrefix()`` asked every time): the step catches and
+  logs what fails itself, and the Edge logs through Python's logging.
 - **The local address.** Twisted asks the kernel for a connection's own address
   (``getsockname``) each time it is wanted, and daphne and the body limit want it for every
   request; it cannot change, so it is asked once per connection.
@@ -23,7 +26,6 @@ from typing import Any
 def install() -> None:
     # Imported here: the reactor must be the one daphne installed (on import of daphne.server).
     from twisted.internet import asyncioreactor, tcp
-    from twisted.python.log import callWithLogger
 
     reactor_type = asyncioreactor.AsyncioSelectorReactor
     add_writer, remove_writer = reactor_type.addWriter, reactor_type.removeWriter
@@ -39,7 +41,7 @@ def install() -> None:
         if writer not in pending:
             return  # it stopped writing before its turn (closed, or nothing left)
         # Still pending while it writes: its stopWriting, once everything is sent, takes it out.
-        callWithLogger(writer, reactor._readOrWrite, writer, False)
+        reactor._readOrWrite(writer, False)
         if writer in pending:  # the socket took only part: the rest waits for writability
             pending.discard(writer)
             add_writer(reactor, writer)
