@@ -9,6 +9,7 @@ from typing import Any
 from nodes import wire
 
 RELAY_AS: wire.RelayAs = {"id": "chatcmpl-caller-1", "model": "the caller's model"}
+CHAT = {"messages": [{"role": "user", "content": "hi there"}]}
 
 
 def run(run_id: str, endpoint: wire.Endpoint, body: dict[str, Any], **options: Any) -> Any:
@@ -25,17 +26,29 @@ def run(run_id: str, endpoint: wire.Endpoint, body: dict[str, Any], **options: A
     )
 
 
-async def test_each_chunk_travels_as_the_text_its_caller_gets(
-    edge: Any, start_agent: Any, fakes: Any
-) -> None:
+async def served(edge: Any, start_agent: Any, fakes: Any, *requests: Any) -> Any:
+    """The connection once the agent has ended each run: done, or (``bad``) an error."""
     async with start_agent():
         connection = await edge.next_connection()
         await connection.handshake(fakes.make_node())
-        chat = {"messages": [{"role": "user", "content": "hi there"}]}
-        await connection.send(run("chat", "chat.completions", chat, relay_as=RELAY_AS))
-        await connection.send(run("cmp", "completions", {"prompt": "say hi"}, relay_as=RELAY_AS))
-        for run_id in ("chat", "cmp"):
-            await connection.expect("run.event", run_id=run_id, event="done")
+        for request in requests:
+            await connection.send(request)
+        for request in requests:
+            ending = "error" if request["run_id"] == "bad" else "done"
+            await connection.expect("run.event", run_id=request["run_id"], event=ending)
+    return connection
+
+
+async def test_each_chunk_travels_as_the_text_its_caller_gets(
+    edge: Any, start_agent: Any, fakes: Any
+) -> None:
+    connection = await served(
+        edge,
+        start_agent,
+        fakes,
+        run("chat", "chat.completions", CHAT, relay_as=RELAY_AS),
+        run("cmp", "completions", {"prompt": "say hi"}, relay_as=RELAY_AS),
+    )
     for run_id, text_of in (
         ("chat", lambda choice: choice["delta"].get("content", "")),
         ("cmp", lambda choice: choice["text"]),
@@ -57,15 +70,14 @@ async def test_each_chunk_travels_as_the_text_its_caller_gets(
 async def test_without_relay_as_or_outside_chunk_streams_events_go_as_sent(
     edge: Any, start_agent: Any, fakes: Any
 ) -> None:
-    async with start_agent():
-        connection = await edge.next_connection()
-        await connection.handshake(fakes.make_node())
-        chat = {"messages": [{"role": "user", "content": "hi"}]}
-        await connection.send(run("plain", "chat.completions", chat))
+    connection = await served(
+        edge,
+        start_agent,
+        fakes,
+        run("plain", "chat.completions", CHAT),
         # The Responses API's events are not chunks: relay_as does not apply to them.
-        await connection.send(run("rsp", "responses", {"input": "hi"}, relay_as=RELAY_AS))
-        for run_id in ("plain", "rsp"):
-            await connection.expect("run.event", run_id=run_id, event="done")
+        run("rsp", "responses", {"input": "hi"}, relay_as=RELAY_AS),
+    )
     for run_id in ("plain", "rsp"):
         *events, _ = connection.run_events(run_id)
         assert events and {event["event"] for event in events} == {"delta"}
@@ -76,14 +88,14 @@ async def test_without_relay_as_or_outside_chunk_streams_events_go_as_sent(
 async def test_a_malformed_relay_as_fails_only_its_run(
     edge: Any, start_agent: Any, fakes: Any
 ) -> None:
-    async with start_agent():
-        connection = await edge.next_connection()
-        await connection.handshake(fakes.make_node())
-        chat = {"messages": [{"role": "user", "content": "hi"}]}
-        bad = run("bad", "chat.completions", chat, relay_as={"id": "has space", "model": "m"})
-        await connection.send(bad)
-        await connection.send(run("good", "chat.completions", chat, relay_as=RELAY_AS))
-        error = await connection.expect("run.event", run_id="bad", event="error")
-        await connection.expect("run.event", run_id="good", event="done")
+    bad_relay_as = {"id": "has space", "model": "m"}
+    connection = await served(
+        edge,
+        start_agent,
+        fakes,
+        run("bad", "chat.completions", CHAT, relay_as=bad_relay_as),
+        run("good", "chat.completions", CHAT, relay_as=RELAY_AS),
+    )
+    [error] = connection.run_events("bad")
     assert error["data"]["code"] == wire.ERROR_BAD_REQUEST
     assert "relay_as.id" in error["data"]["message"]
