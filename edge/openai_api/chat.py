@@ -66,6 +66,7 @@ class _ChunkAnswers:
         return {"id": self.answer_id(call), "model": call.request.model}
 
     def encode(self, call: Call, run: ActiveRun, batch: list[Chunk]) -> bytes:
+        answer_id, model = self.answer_id(call), call.request.model
         events = []
         for chunk in batch:
             if isinstance(chunk, str):
@@ -74,7 +75,7 @@ class _ChunkAnswers:
                 events.append(b"data: " + chunk.encode(errors="replace") + b"\n\n")
                 continue
             # From a Node older than relay_as: as the upstream sent it.
-            chunk["id"], chunk["model"] = self.answer_id(call), call.request.model
+            chunk["id"], chunk["model"] = answer_id, model
             chunk.pop("usage", None)  # the caller gets one usage chunk, the Edge's
             events.append(sse_event(chunk))
         return b"".join(events)
