@@ -1,4 +1,4 @@
-"""What the serving Edge does not import: about 12 MB of its 86 MB at rest (docs/benchmarks.md).
+"""What the serving Edge does not import: about 14 MB of its 88 MB at rest (docs/benchmarks.md).
 
 - **pyOpenSSL.** Twisted's reactor imports it when it can, for TLS ports and `startTLS`. The Edge
   serves plain TCP only (TLS ends at a front: docs/operations.md, "Behind a TLS front"), and
@@ -8,6 +8,10 @@
   runs the package's `__init__`, which also imports the WAMP session API and, through its
   authentication, cryptography (7 MB). The package is made without running its `__init__`; the
   first name asked of it that is not a submodule runs it, so nothing that uses it changes.
+- **Pygments.** DRF's compat imports it, when it can, to highlight Markdown in the browsable
+  API; without Markdown (not installed) it is never called (0.9 MB).
+- **Click's `__init__`.** autobahn imports click, when it can, to colour a log line it does not
+  log here; uvicorn's command line needs it. Deferred as autobahn's is (0.9 MB).
 
 Done in `manage.py` before Django loads daphne, for the serving command only (as the event loop
 is, `iop_site.event_loop`); other commands and the tests import as usual.
@@ -23,8 +27,8 @@ from types import ModuleType
 
 from iop_site.event_loop import serves
 
-UNUSED_MODULES = ("OpenSSL",)
-PACKAGES_OF_SUBMODULES = ("autobahn.twisted",)
+UNUSED_MODULES = ("OpenSSL", "pygments")
+PACKAGES_OF_SUBMODULES = ("autobahn.twisted", "click")
 
 
 def leave_out(argv: Sequence[str]) -> bool:

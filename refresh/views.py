@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
-from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from edge.ha.role import EDGE_STANDBY, STANDBY_REFRESH_REFUSAL, STANDBY_RETRY_AFTER_S
 from edge.operator_api.base import OperatorAPIView
+from edge.operator_api.schema import described
 from edge.pacing import paced
 from edge.runtime import get_runtime
 from refresh.actions import run_refresh
@@ -45,7 +45,7 @@ class RefreshView(OperatorAPIView):
 
     parser_classes = [RefreshJSONParser]
 
-    @extend_schema(
+    @described(
         request=RefreshRequestSerializer,
         responses={code: RefreshResultSerializer for code in sorted(set(STATUS_CODES.values()))},
         summary="Dry-run or apply a config refresh",

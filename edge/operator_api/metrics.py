@@ -9,7 +9,7 @@ from __future__ import annotations
 from asgiref.sync import async_to_sync
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
@@ -21,6 +21,7 @@ from edge.metrics import METRICS, exposition
 from edge.metrics.collector import PoolCollector
 from edge.metrics.instruments import MetricsSnapshot
 from edge.operator_api.base import OperatorAPIView
+from edge.operator_api.schema import described
 from edge.runtime import get_runtime
 
 
@@ -53,7 +54,7 @@ class MetricsView(OperatorAPIView):
 
     content_negotiation_class = TextOrJSONErrors
 
-    @extend_schema(
+    @described(
         summary="Prometheus metrics",
         responses={
             (200, "text/plain"): OpenApiResponse(

@@ -6,7 +6,6 @@ from dataclasses import asdict
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -14,6 +13,7 @@ from edge.governance.figures import principal_figures
 from edge.ha.role import Leadership
 from edge.memory import COLLECTION_TIMES
 from edge.operator_api.base import OperatorAPIView
+from edge.operator_api.schema import described
 from edge.runtime import get_runtime
 from nodes import wire
 
@@ -68,6 +68,6 @@ def _ha(leadership: Leadership) -> dict[str, Any] | None:
 
 
 class StatusView(OperatorAPIView):
-    @extend_schema(summary="Pool and Node status", responses={200: dict})
+    @described(summary="Pool and Node status", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response(async_to_sync(runtime_status)())

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 
 from edge.bootstrap import token_in_file
@@ -73,13 +72,3 @@ class OperatorTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         return 'Bearer realm="operator"'
-
-
-class OperatorTokenScheme(OpenApiAuthenticationExtension):
-    """The operator token in the OpenAPI schema: an HTTP bearer scheme."""
-
-    target_class = OperatorTokenAuthentication
-    name = "operatorToken"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {"type": "http", "scheme": "bearer"}

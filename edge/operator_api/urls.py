@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
 
-from edge.operator_api.base import OperatorAPIView
 from edge.operator_api.metrics import MetricsView
+from edge.operator_api.schema import schema_view
 from edge.operator_api.status import StatusView
 from refresh.views import RefreshView
 
@@ -14,15 +13,7 @@ urlpatterns = [
     path("refresh", RefreshView.as_view(), name="refresh"),
     path("status", StatusView.as_view(), name="status"),
     path("metrics", MetricsView.as_view(), name="metrics"),
-    path(
-        "api/schema/",
-        SpectacularAPIView.as_view(
-            urlconf=__name__,
-            authentication_classes=OperatorAPIView.authentication_classes,
-            permission_classes=OperatorAPIView.permission_classes,
-        ),
-        name="schema",
-    ),
+    path("api/schema/", schema_view, name="schema"),
 ]
 
 # Django's own answers on this listener are JSON too (edge.operator_api.errors).

@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from iop_site import lean_imports
@@ -100,7 +101,10 @@ SERVING = textwrap.dedent(
         WebSocketServerProtocol,
     )
 
-    loaded = {name: sys.modules.get(name) is not None for name in ("OpenSSL", "cryptography")}
+    loaded = {
+        name: sys.modules.get(name) is not None
+        for name in ("OpenSSL", "cryptography", "pygments", "click.core")
+    }
     heard = []
 
     class Echo(WebSocketServerProtocol):
@@ -126,6 +130,8 @@ SERVING = textwrap.dedent(
     reactor.callLater(20, reactor.stop)
     reactor.run()
 
+    from autobahn.util import hl
+    highlighted = hl("note", color="red")  # autobahn's use of click runs click's __init__
     import autobahn.twisted
     init_names = autobahn.twisted.ApplicationSession.__name__  # its __init__ runs now
     print(json.dumps({
@@ -133,6 +139,7 @@ SERVING = textwrap.dedent(
         "heard": heard,
         "init_names": init_names,
         "cryptography_after": "cryptography" in sys.modules,
+        "highlighted": highlighted,
     }))
     """
 )
@@ -145,7 +152,13 @@ def test_the_serving_edge_speaks_websocket_without_openssl_or_wamp() -> None:
 
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["loaded"] == {"OpenSSL": False, "cryptography": False}
+    assert result["loaded"] == {
+        "OpenSSL": False,
+        "cryptography": False,
+        "pygments": False,
+        "click.core": False,
+    }
+    assert result["highlighted"] == click.style("note", fg="red", bold=False)
     assert result["heard"] == ["emarf"]
     assert result["init_names"] == "ApplicationSession"
     assert result["cryptography_after"] is True

@@ -184,6 +184,15 @@ def test_it_describes_refresh_in_the_openapi_schema(operator):
     schema = response.json()
     assert "post" in schema["paths"]["/refresh"]
     assert {"200", "409", "412", "422"} <= set(schema["paths"]["/refresh"]["post"]["responses"])
+    assert schema["paths"]["/status"]["get"]["summary"] == "Pool and Node status"
+    metrics = schema["paths"]["/metrics"]["get"]
+    assert metrics["summary"] == "Prometheus metrics"
+    assert "text/plain" in metrics["responses"]["200"]["content"]
+    assert schema["components"]["securitySchemes"]["operatorToken"] == {
+        "type": "http",
+        "scheme": "bearer",
+    }
+    assert metrics["security"] == [{"operatorToken": []}]
 
 
 def test_it_shows_the_running_revision_on_status(operator, installed_runtime):
